@@ -4,8 +4,8 @@
  * of the stack, when the error leaves memres_resource_allocate() or memres_buffer_resize(): an
  * adaptor that catches out-of-memory below (the cache's flush, retry) gets the plain error and
  * pays for no report. The report is one paragraph appended to the error's message: the verdict
- * (limit, fragmentation or exhausted) with its figures, what each layer holds (its statistics,
- * and what its explain_oom slot adds: free bytes, the largest free block, a limit), the
+ * (limit, too large, fragmentation or exhausted) with its figures, what each layer holds (its
+ * statistics, and what its explain_oom slot adds: free bytes, the largest free block, a limit), the
  * device's free and total bytes (cuMemGetInfo) and the one remedy that fits. The core names no
  * kind: each layer is named by its kind, and a layer's own remedy line replaces the core's
  * words when the verdict is its. With the report, the snapshot of the stack at the failure
@@ -21,6 +21,7 @@ static GMutex report_lock; /* MemresResource.oom_report of every resource */
 typedef enum
 {
   VERDICT_EXHAUSTED,
+  VERDICT_TOO_LARGE, /* more than any memory (above G_MAXSSIZE) or than the device has in all */
   VERDICT_FRAGMENTATION,
   VERDICT_LIMIT,
   VERDICT_LAYER, /* the layer's own words (MemresOomFigures.verdict) */
@@ -121,13 +122,31 @@ layer_read (Layer *l, MemresResource *mr, gsize size)
     mr->ops->explain_oom (mr, &l->f);
 }
 
-/* The verdict and the layer it is about (NULL for exhausted): a layer's own verdict, a layer
- * that refused the request
+/* Whether the stack's memory is the device's own, which cannot hold more than the device's
+ * total: device-accessible memory of a device that the host cannot reach (managed memory
+ * oversubscribes the device; page-locked and host-located memory are the host's). */
+static gboolean
+memory_is_device_only (const MemresResource *base)
+{
+  MemresMemoryFlags flags = base->info.flags;
+
+  return base->info.device >= 0 && (flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE)
+         && !(flags & (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED));
+}
+
+/* The verdict and the layer it is about (NULL for exhausted and too large): a request no
+ * memory can hold (above G_MAXSSIZE) or larger than the device's whole memory (where the
+ * stack's memory is the device's: @dev_total, 0 when not known), which no raised limit, no
+ * trim and no kind would serve; else a layer's own verdict, a layer that refused the request
  * or whose limit leaves less than it, else one whose free bytes would serve it but not in one
  * block, else exhaustion. */
 static Verdict
-judge (Layer *layers, guint n, gsize size, Layer **culprit)
+judge (Layer *layers, guint n, gsize size, guint64 dev_total, Layer **culprit)
 {
+  /* first: no limit raised, no address space or trim makes such a request fit */
+  *culprit = NULL;
+  if (size > G_MAXSSIZE || (dev_total > 0 && size > dev_total))
+    return VERDICT_TOO_LARGE;
   for (guint i = 0; i < n; i++)
     if (layers[i].f.verdict != NULL)
       {
@@ -226,6 +245,18 @@ append_verdict (GString *s, Verdict verdict, const Layer *culprit, gsize size, g
           append_bytes (s, size);
         }
       break;
+    case VERDICT_TOO_LARGE:
+      g_string_append (s, "too large: the request of ");
+      append_bytes (s, size);
+      if (size > G_MAXSSIZE)
+        g_string_append (s, " is more than any memory holds (at most 2^63 - 1 bytes)");
+      else
+        {
+          g_string_append (s, " is more than the device has in all (");
+          append_bytes (s, dev_total);
+          g_string_append (s, ")");
+        }
+      break;
     case VERDICT_FRAGMENTATION:
       g_string_append (s, "fragmentation: ");
       append_bytes (s, layer_cached (culprit));
@@ -256,11 +287,20 @@ append_verdict (GString *s, Verdict verdict, const Layer *culprit, gsize size, g
 }
 
 static void
-append_remedy (GString *s, Verdict verdict, const Layer *culprit, guint64 cached_total)
+append_remedy (GString *s, Verdict verdict, const Layer *culprit, gsize size, guint64 cached_total)
 {
   g_string_append (s, " Remedy: ");
   if (culprit != NULL && culprit->f.remedy != NULL)
     g_string_append (s, culprit->f.remedy);
+  else if (verdict == VERDICT_TOO_LARGE && size > G_MAXSSIZE)
+    /* no trim or kind helps: such a size is a count gone wrong (a negative one made unsigned,
+     * an overflow) far more often than a wish */
+    g_string_append (s, "check how the size was computed: a negative or overflowed count "
+                        "read as an unsigned size asks for this much");
+  else if (verdict == VERDICT_TOO_LARGE)
+    g_string_append (s, "no trim or kind makes the device larger: split the request into "
+                        "pieces the device can hold, or use memory that can exceed the "
+                        "device's (managed memory, or page-locked host memory)");
   else if (verdict == VERDICT_LIMIT)
     g_string_append_printf (s, "raise the limit of `%s`, or free some of what it has in use",
                             culprit->mr->kind->name);
@@ -332,7 +372,9 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
   for (guint i = 0; i < n; i++)
     cached_total += layer_cached (&layers[i]);
   have_device = _memres_device_mem_info (layers[n - 1].mr, &dev_free, &dev_total);
-  verdict = judge (layers, n, size, &culprit);
+  verdict
+      = judge (layers, n, size,
+               have_device && memory_is_device_only (layers[n - 1].mr) ? dev_total : 0, &culprit);
 
   s = g_string_new (error->message);
   len = s->len;
@@ -365,7 +407,7 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
   if (!said)
     g_string_append (s, "nothing the layers can say");
   g_string_append_c (s, '.');
-  append_remedy (s, verdict, culprit, cached_total);
+  append_remedy (s, verdict, culprit, size, cached_total);
   for (guint i = 0; i < n; i++)
     {
       g_free (layers[i].f.figures);
@@ -405,15 +447,18 @@ kept_copy (char *const *field)
  *
  * The message of the last %MEMRES_ERROR_OUT_OF_MEMORY that an allocation through @mr
  * (memres_resource_allocate(), memres_buffer_resize() of one of its buffers) returned, with its
- * report: one paragraph giving the verdict in words ("limit: `limit` allows 8 GiB, 7.9 GiB in
- * use"; "fragmentation: 3.1 GiB free in `cache`, largest block 512 MiB, request 1 GiB";
- * "exhausted: the device has 200 MiB free of 80 GiB"), what each layer holds (used, cached and
- * reserved bytes from memres_resource_get_stats(), and what each layer's explain_oom slot adds:
- * the largest free block, a limit), the device's free and total bytes (cuMemGetInfo(), for
- * device memory) and the one remedy that fits (trim; a kind that does not strand memory; raise
- * the limit). The same text is the error's message; this keeps it for a caller that passed no
- * #GError or asks later, from any thread. Out-of-memory errors that an adaptor caught below the
- * top of the stack (the `cache` adaptor's flush, `retry`) make no report.
+ * report: one paragraph giving the verdict in words ("limit: `limit` allows 8 GiB, 7.9 GiB in use";
+ * "fragmentation: 3.1 GiB free in `cache`, largest block 512 MiB, request 1 GiB"; "exhausted: the
+ * device has 200 MiB free of 80 GiB"; "too large: the request of 100 GiB is more than the device
+ * has in all (80 GiB)", for device memory, or than any memory holds, for a size above %G_MAXSSIZE:
+ * judged first, since no raised limit or trim serves it), what each layer holds (used, cached and
+ * reserved bytes from memres_resource_get_stats(), and what each layer's explain_oom slot adds: the
+ * largest free block, a limit), the device's free and total bytes (cuMemGetInfo(), for device
+ * memory) and the one remedy that fits (trim; a kind that does not strand memory; raise the limit;
+ * split a request larger than the device, or check how a size above %G_MAXSSIZE was computed). The
+ * same text is the error's message; this keeps it for a caller that passed no #GError or asks
+ * later, from any thread. Out-of-memory errors that an adaptor caught below the top of the stack
+ * (the `cache` adaptor's flush, `retry`) make no report.
  *
  * Thread-safe.
  *

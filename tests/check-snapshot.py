@@ -10,7 +10,9 @@
 # output. --update rewrites the golden files. Call stacks vary with the build: they have no
 # golden file; with --stack-sites (tests/stack-sites.c, suite core) the snapshot of
 # track:backtrace=true is validated and its stacks checked for the functions that made each
-# block, and `track:backtrace=true>cache` for a stack shared with the cache's block.
+# block, and `track:backtrace=true>cache` for a stack shared with the cache's block. With
+# --streams PATH (tests/snapshot-streams.c, suite fake) stacks with live and freed buffers on two
+# streams of their own and the legacy one are validated, each block's stream checked.
 import json
 import os
 import re
@@ -31,6 +33,10 @@ SCENARIOS = {
         # the chunked ones) and a request above max_block, each once; one of its own freed
         ("cache-direct-host", "cache:chunk=64KiB,max_block=256KiB>host",
          ["-a", "1KiB", "-a", "100KiB", "-a", "100KiB", "-a", "1MiB", "--close", "3"]),
+        # empty buffers (0 bytes: address 0, no slot call) are counted in n_buffers and are no
+        # block of any layer; one closed, one tagged
+        ("zero-byte", "cache:chunk=64KiB>host", ["-a", "0", "-a", "0:weights", "-a",
+                                                "4KiB:weights", "-a", "0", "--close", "4"]),
     ],
     "fake": [
         ("cache-vmm", "cache:chunk=2MiB>vmm:device=0", ["-a", "64KiB", "-a", "64KiB",
@@ -38,6 +44,15 @@ SCENARIOS = {
         ("vmm-reserve", "vmm:device=0,reserve=8MiB", ["-a", "3MiB"]),
         ("dmr", "dmr:device=0", ["-a", "1MiB"]),
         ("arena", "arena:device=0", ["-a", "4KiB", "-a", "1MiB", "-a", "2MiB", "--close", "2"]),
+        # the stacks of issue 35's list: a limit over a cache over an arena, retry over a cache
+        # over a driver's pool (which lists no blocks: summary's largest_free null), stats over
+        # track over vmm with tags and an empty buffer
+        ("limit-cache-arena", "limit:max=32MiB>cache>arena:device=0",
+         ["-a", "4KiB", "-a", "4KiB", "-a", "100KiB", "-a", "3MiB", "--close", "2"]),
+        ("retry-cache-dmr", "retry>cache>dmr:device=0",
+         ["-a", "1MiB", "-a", "3MiB", "-a", "0", "--close", "1"]),
+        ("stats-track-vmm", "stats>track>vmm:device=0",
+         ["-a", "1MiB:weights", "-a", "3MiB", "-a", "0:kv", "-a", "64KiB:kv", "--close", "2"]),
     ],
 }
 
@@ -102,7 +117,18 @@ def validate(value, schema, root, path="$"):
 
 # ---- what holds in every snapshot --------------------------------------------------------------
 
-def invariants(doc):
+def empty_buffers(args):
+    """The live empty buffers a scenario's `memres snapshot` arguments leave: each -a of 0 bytes
+    not closed by a --close."""
+    allocs = [args[i + 1] for i, a in enumerate(args) if a == "-a"]
+    closed = {int(args[i + 1]) for i, a in enumerate(args) if a == "--close"}
+    return sum(1 for n, a in enumerate(allocs, 1)
+               if a.split(":")[0] in ("0", "0B") and n not in closed)
+
+
+def invariants(doc, empties=0):
+    """What holds in every snapshot; @empties: the live empty buffers (0 bytes) of the top
+    layer, which n_buffers counts and no layer lists as a block."""
     errors = []
     for layer in doc["layers"]:
         name = f"layer {layer['position']} ({layer['kind']})"
@@ -131,11 +157,14 @@ def invariants(doc):
             if layer["used"] is not None and used < layer["used"]:
                 errors.append(f"{name}: its used blocks ({used}) hold less than used "
                               f"({layer['used']})")
-        # a complete layer lists each of its live buffers once (the top layer counts them)
+        # a complete layer lists each of its live buffers once (the top layer counts them), but
+        # the empty ones, which hold nothing; an arena's adjacent large buffers read as one block
         n_used = sum(1 for b in layer["blocks"] if b["state"] == "used")
+        n_live = layer.get("n_buffers", 0) - (empties if layer["position"] == 0 else 0)
         if layer["complete"] and layer["own_stats"] and layer["n_buffers"] > 0 \
-                and n_used != layer["n_buffers"]:
-            errors.append(f"{name}: {n_used} used blocks for {layer['n_buffers']} live buffers")
+                and (n_used > n_live if layer["kind"] == "arena" else n_used != n_live):
+            errors.append(f"{name}: {n_used} used blocks for {n_live} live buffers of "
+                          f"{layer['n_buffers']} (less {empties} empty)")
         # what a layer holds from below is its segments, when it has any, less the second
         # addresses of memory it lists at another (withheld)
         if layer["segments"] and layer["reserved"] is not None \
@@ -256,6 +285,47 @@ def check_stacks(memres, schema, stack_sites):
     return errors
 
 
+STREAM_SPECS = ["cache:front=0>dmr:device=0", "arena:device=0", "stats>track>cache>vmm:device=0",
+                "limit:max=32MiB>cache>arena:device=0"]
+
+
+def check_streams(schema, streams_exe):
+    """Live buffers on several streams (tests/snapshot-streams.c: 1 MiB live and 64 KiB freed on
+    each of two streams of its own and the legacy one): each snapshot valid, every layer that
+    lists its used buffers one by one (cache, track) giving each its stream, and the caching
+    kinds' freed blocks kept for the stream they were freed on."""
+    import tempfile
+    errors = []
+    for spec in STREAM_SPECS:
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "streams.json")
+            run = subprocess.run([streams_exe, spec, path], capture_output=True, text=True)
+            if run.returncode != 0:
+                errors.append(f"{spec}: snapshot-streams exited {run.returncode}: "
+                              f"{run.stderr.strip()}")
+                continue
+            with open(path) as f:
+                doc = json.load(f)
+        want = set(run.stdout.split()) | {"legacy"}
+        errs = validate(doc, schema, schema) + invariants(doc)
+        if len(want) != 3:
+            errs.append(f"streams {run.stdout.strip()!r}")
+        for layer in doc["layers"]:
+            live = [b["stream"] for b in layer["blocks"]
+                    if b["state"] == "used" and b["size"] == 1 << 20]
+            freed = [b["stream"] for b in layer["blocks"]
+                     if b["state"] in ("free", "pending") and b["size"] == 64 << 10]
+            if layer["kind"] in ("cache", "track") and sorted(live) != sorted(want):
+                errs.append(f"{layer['kind']}: the live buffers' streams {live}, not {want}")
+            # (a chunk's other blocks of the class are free for the stream that carved it; an
+            # arena under a cache never sees the frees)
+            if (layer["kind"] == "cache" or layer["kind"] == "arena" and layer["position"] == 0) \
+                    and not set(freed) >= want:
+                errs.append(f"{layer['kind']}: the freed blocks' streams {set(freed)}, not {want}")
+        errors += [f"{spec}: {e}" for e in errs]
+    return errors
+
+
 def check_config_names(memres):
     """`memres snapshot NAME` and `@NAME`: a resource of the config file by its name, the
     snapshot of the stack it names (issue 35: a command for a spec or a config name)."""
@@ -288,9 +358,11 @@ def check_config_names(memres):
 def main():
     memres, schema_path, golden_dir, suite = sys.argv[1:5]
     update = "--update" in sys.argv[5:]
-    stack_sites = None
+    stack_sites = streams_exe = None
     if "--stack-sites" in sys.argv[5:]:
         stack_sites = sys.argv[sys.argv.index("--stack-sites") + 1]
+    if "--streams" in sys.argv[5:]:
+        streams_exe = sys.argv[sys.argv.index("--streams") + 1]
     with open(schema_path) as f:
         schema = json.load(f)
     try:
@@ -298,7 +370,7 @@ def main():
     except ImportError:
         jsonschema = None
     scenarios = SCENARIOS[suite]
-    print(f"1..{len(scenarios) + 2 + (stack_sites is not None)}")
+    print(f"1..{len(scenarios) + 2 + (stack_sites is not None) + (streams_exe is not None)}")
     failed = 0
     # bad input: a usage error (exit status 2) naming it, nothing on stdout
     bad = [(["host", "-a", "lots"], "-a lots"), (["host", "-a", "1KiB:"], "cannot be empty"),
@@ -330,7 +402,7 @@ def main():
             if jsonschema is not None:
                 errors += [f"jsonschema: {e.message}"
                            for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
-            errors += invariants(doc)
+            errors += invariants(doc, empty_buffers(args))
             got = json.dumps(normalize(doc), indent=1, sort_keys=True) + "\n"
             golden = os.path.join(golden_dir, f"{name}.json")
             if update:
@@ -365,6 +437,13 @@ def main():
         failed += 1 if errors else 0
         print(f"{'not ok' if errors else 'ok'} {len(scenarios) + 3} call stacks "
               "(track:backtrace=true)")
+        for e in errors:
+            print(f"# {e}")
+    if streams_exe is not None:
+        errors = check_streams(schema, streams_exe)
+        failed += 1 if errors else 0
+        n = len(scenarios) + 3 + (stack_sites is not None)
+        print(f"{'not ok' if errors else 'ok'} {n} live buffers on several streams")
         for e in errors:
             print(f"# {e}")
     return 1 if failed else 0

@@ -5,10 +5,10 @@
  * tensors live), frees in the child of a fork(), frees on another stream and on a destroyed
  * one, a stream capturing a CUDA graph (refused), two devices from several threads,
  * torch.cuda.MemPool's alloc (NULL on failure), and the failures that can only return NULL
- * (bad spec, wrong device, memory no device can access, out of memory), each logged once. Suite
- * core: MEMRES_ALLOCATOR_RESOURCE=hostdev, a kind of this program that stands in for
- * device-accessible memory without a driver (host memory that says it is device-accessible, as
- * page-locked memory is); suite fake and gpu: the default (dmr). */
+ * (bad spec, wrong device, memory no device can access, out of memory, with the core's report),
+ * each logged once. Suite core: MEMRES_ALLOCATOR_RESOURCE=hostdev, a kind of this program that
+ * stands in for device-accessible memory without a driver (host memory that says it is
+ * device-accessible, as page-locked memory is); suite fake and gpu: the default (dmr). */
 #include <memres/memres.h>
 
 #include <dlfcn.h>
@@ -701,6 +701,71 @@ test_out_of_memory (void)
   g_assert_cmpuint (stats_of (shim.get_resource (0)).n_buffers, ==, 0);
 }
 
+/* The out-of-memory report through the shim (suite fake): the core's report is the message
+ * the shim logs (once per device at warning level), the one the device's resource keeps
+ * (memres_resource_get_oom_report()) and, with MEMRES_OOM_SNAPSHOT set, the file's
+ * "oom_report"; a limit's verdict, then a request larger than the whole device, judged too
+ * large (no trim or raised limit serves it) and logged at debug level only. */
+static void
+test_out_of_memory_report (void)
+{
+  g_autofree char *report = NULL;
+  g_autofree char *written = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *dir = NULL;
+  MemresResource *mr;
+  void *held;
+
+  if (!g_test_subprocess ())
+    {
+      if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL || !mt_require_fake ("the fake device"))
+        {
+          if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+            g_test_skip ("a device's report (suite fake)");
+          return;
+        }
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  dir = g_dir_make_tmp ("memres-shim-oom-XXXXXX", NULL);
+  path = g_build_filename (dir, "oom.json", NULL);
+  g_setenv ("MEMRES_OOM_SNAPSHOT", path, TRUE);
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE", "limit:max=4MiB>dmr:pool=new", TRUE);
+  child_setup ();
+  held = shim.cupy_malloc (NULL, 3 << 20, 0);
+  g_assert_nonnull (held);
+  g_assert_null (shim.cupy_malloc (NULL, 2 << 20, 0));
+  assert_new_warning ("memres allocator: device 0: allocating 2097152 bytes: limit: allocating "
+                      "2097152 bytes would pass the limit of 4194304 bytes (3145728 in use). Out "
+                      "of memory, limit: `limit` allows 4 MiB, 3 MiB in use. Held: `limit` "
+                      "allows 4 MiB, 3 MiB in use; `dmr` holds * Remedy: raise the limit of "
+                      "`limit`, or free some of what it has in use. (further failures*");
+  mr = shim.get_resource (0);
+  report = memres_resource_get_oom_report (mr);
+  g_assert_nonnull (report);
+  g_assert_true (g_str_has_prefix (report, "limit: allocating 2097152 bytes would pass"));
+  g_assert_null (strchr (report, '\n'));
+  g_assert_true (g_file_get_contents (path, &written, NULL, NULL));
+  g_assert_nonnull (strstr (written, "\"oom_report\": \"limit: allocating 2097152 bytes"));
+  g_assert_nonnull (strstr (written, "\"limit_used\": 3145728"));
+  /* a PiB: more than the device has in all, whatever the limit says; debug level this time */
+  g_assert_null (shim.cupy_malloc (NULL, (gsize) 1 << 50, 0));
+  assert_new_warning (NULL);
+  g_free (report);
+  report = memres_resource_get_oom_report (mr);
+  g_assert_nonnull (strstr (report, "Out of memory, too large: the request of 1 PiB is more than "
+                                    "the device has in all ("));
+  g_assert_true (g_str_has_suffix (report, "Remedy: no trim or kind makes the device larger: "
+                                           "split the request into pieces the device can hold, "
+                                           "or use memory that can exceed the device's (managed "
+                                           "memory, or page-locked host memory)."));
+  shim.cupy_free (NULL, held, 0);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  g_remove (path);
+  g_rmdir (dir);
+}
+
 /* record_stream: the free waits for the recorded stream (one event waited for on the free's
  * stream), then empty_cache trims the pool. */
 static void
@@ -1194,6 +1259,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/allocator/device-reachable/managed", "managed:pool=none",
                         test_device_reachable);
   g_test_add_func ("/allocator/out-of-memory", test_out_of_memory);
+  g_test_add_func ("/allocator/out-of-memory-report", test_out_of_memory_report);
   g_test_add_func ("/allocator/record-stream-and-trim", test_record_stream_and_trim);
   g_test_add_func ("/allocator/write-snapshot", test_write_snapshot);
   g_test_add_func ("/allocator/fork-child", test_fork_child);

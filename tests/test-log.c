@@ -1,6 +1,7 @@
 /* test-log.c: the `log` adaptor's own: its lines and files, odd paths, threads, a failed free,
- * the Backtrace column, segment lines at finalize, lines lost and the file written at exit
- * (suites core, fake and gpu; in-test kinds: testutil-adaptors.c). */
+ * the Backtrace column, segment lines at finalize, lines lost and the file written at exit, the
+ * log as RMM's own reader reads it (rmm=true) (suites core, fake and gpu; in-test kinds:
+ * testutil-adaptors.c). */
 #include "testutil.h"
 
 #include <errno.h>
@@ -358,6 +359,88 @@ test_log_failed_free (void)
   g_assert_cmpstr (lines[4], ==, "");
 }
 
+/* A log as RMM's replay benchmark reads it (its log_parser.hpp, through rapidcsv): the header
+ * names the columns and each is read by its name (extra columns pass), Thread and Size decimal,
+ * Pointer hex, and the Action one of "allocate", "allocate failure" and "free": any other is
+ * "Invalid action string" and the whole log is refused. The number of lines it would read, or -1
+ * where it would refuse the log. */
+static gint
+rmm_read (const char *text)
+{
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  g_auto (GStrv) header = g_strsplit (lines[0], ",", -1);
+  gint col[6], n = 0;
+  static const char *const names[] = { "Thread", "Time", "Action", "Pointer", "Size", "Stream" };
+
+  for (guint c = 0; c < G_N_ELEMENTS (names); c++)
+    {
+      col[c] = -1;
+      for (guint h = 0; header[h] != NULL; h++)
+        if (strcmp (header[h], names[c]) == 0)
+          col[c] = (gint) h;
+      g_assert_cmpint (col[c], ==, (gint) c); /* RMM's six first, in its order */
+    }
+  for (guint i = 1; lines[i] != NULL && lines[i][0] != '\0'; i++)
+    {
+      g_auto (GStrv) f = g_strsplit (lines[i], ",", -1);
+      guint64 v;
+
+      g_assert_cmpuint (g_strv_length (f), >=, 6);
+      g_assert_true (g_ascii_string_to_unsigned (f[col[0]], 10, 0, G_MAXUINT64, &v, NULL));
+      g_assert_true (g_ascii_string_to_unsigned (f[col[4]], 10, 0, G_MAXUINT64, &v, NULL));
+      g_assert_true (g_str_has_prefix (f[col[3]], "0x"));
+      if (strcmp (f[col[2]], "allocate") != 0 && strcmp (f[col[2]], "allocate failure") != 0
+          && strcmp (f[col[2]], "free") != 0)
+        return -1;
+      n++;
+    }
+  return n;
+}
+
+/* rmm=true: RMM's actions alone, so that RMM's own reader reads the log (the out of memory
+ * after an allocate failure, a trim and a failed free made it refuse the log); the Tag and
+ * Backtrace columns pass, being read by no name of RMM's; with segments=true (memres's own
+ * lines) refused. */
+static void
+test_log_rmm (void)
+{
+  g_autofree char *path = temp_path ("rmm.csv");
+  g_autofree char *text = NULL;
+  g_autoptr (GError) error = NULL;
+  static const char *const specs[] = { "log:path=%s%s>limit:max=10000>cache>host",
+                                       "log:path=%s%s,tags=true,backtrace=true>limit:max=10000>"
+                                       "cache>host" };
+
+  for (guint rmm = 0; rmm < 2; rmm++)
+    for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+      {
+        g_autofree char *spec = g_strdup_printf (specs[i], path, rmm ? ",rmm=true" : "");
+        MemresResource *mr = mt_new_ok (spec);
+        MemresBuffer *a = mt_alloc_ok (mr, 1000, NULL);
+
+        g_assert_null (memres_resource_allocate (mr, 9500, NULL, NULL));
+        mt_close_ok (a, NULL);
+        g_assert_true (memres_resource_trim (mr, 0, NULL));
+        memres_resource_unref (mr);
+        g_clear_pointer (&text, g_free);
+        g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+        g_test_message ("%s:\n%s", spec, text);
+        /* allocate, allocate failure, free: read; without rmm=true, refused at the out of
+         * memory line */
+        g_assert_cmpint (rmm_read (text), ==, rmm ? 3 : -1);
+        g_assert_true ((strstr (text, ",out of memory,") == NULL) == rmm);
+        g_assert_true ((strstr (text, ",trim,") == NULL) == rmm);
+        g_assert_nonnull (strstr (text, ",allocate failure,0x0,9500,"));
+      }
+  {
+    g_autofree char *spec = g_strdup_printf ("log:path=%s,rmm=true,segments=true>cache>host", path);
+
+    g_assert_null (memres_resource_new (spec, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "exclude each other"));
+  }
+}
+
 /* Many threads through one log layer: every line whole, none lost. */
 typedef struct
 {
@@ -549,6 +632,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/log-odd-paths", test_log_odd_paths);
   g_test_add_func ("/adaptors/log-threads", test_log_threads);
   g_test_add_func ("/adaptors/log-failed-free", test_log_failed_free);
+  g_test_add_func ("/adaptors/log-rmm", test_log_rmm);
   g_test_add_func ("/adaptors/log-backtrace", test_log_backtrace);
   g_test_add_func ("/adaptors/log-segments-at-finalize", test_log_segments_at_finalize);
   g_test_add_func ("/adaptors/log-lines-lost", test_log_lines_lost);

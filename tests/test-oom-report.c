@@ -3,10 +3,11 @@
  * (core/oom-report.c): its verdict in each of its three cases, provoked on the fake driver with
  * 64 MiB of device memory (FAKECUDA_DEVICE_MEMORY, set before the driver loads): a `limit`
  * layer, an exhausted device, a cache whose free memory is stranded in blocks too small for
- * the request; the figures of each layer and the device's; the remedy; the last report kept on
- * the top resource and on no layer below it (an adaptor that catches out-of-memory below pays
- * for no report). The limit and the oversized request also run against the real driver; the
- * cases that fill the device need the fake's small one. */
+ * the request; a request larger than the whole device or than any memory (too large, judged
+ * first); the figures of each layer and the device's; the remedy; the last report kept on the
+ * top resource and on no layer below it (an adaptor that catches out-of-memory below pays for no
+ * report, and one that recovers leaves none). The limit and the oversized request also run
+ * against the real driver; the cases that fill the device need the fake's small one. */
 #include "testutil.h"
 
 #include <string.h>
@@ -228,16 +229,68 @@ test_fragmentation (void)
     mt_close_ok (bufs->pdata[i], NULL);
 }
 
-/* A size no memory has, refused before any kind is called: a report all the same. */
+/* An out-of-memory error that a layer catches below the top and recovers from is no report: a
+ * cache over a limit that its free blocks fill flushes them and tries again (under retry, which
+ * would try again too), and the allocation succeeds with no report kept on any layer and no
+ * snapshot file written (MEMRES_OOM_SNAPSHOT set). */
+static void
+test_rescued_below (void)
+{
+  static const char *const specs[]
+      = { "cache:front=0>limit:max=48MiB>host", "retry>cache:front=0>limit:max=48MiB>host" };
+  g_autofree char *dir = g_dir_make_tmp ("memres-oom-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "oom.json", NULL);
+
+  g_setenv ("MEMRES_OOM_SNAPSHOT", path, TRUE);
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
+      MemresResource *cache = i == 0 ? mr : memres_resource_get_upstream (mr);
+      MemresStats stats;
+      MemresBuffer *buf;
+
+      /* 40 MiB held free by the cache under a limit of 48: 45 MiB fits once it let go */
+      mt_close_ok (mt_alloc_ok (mr, 40 * MIB, NULL), NULL);
+      g_assert_true (memres_resource_get_stats (cache, &stats, NULL));
+      g_assert_cmpuint (stats.reserved_current, ==, 40 * MIB);
+      buf = mt_alloc_ok (mr, 45 * MIB, NULL);
+      /* the limit refused it below the cache until the cache let go of its 40 MiB: it holds the
+       * new block alone (its class, 48 MiB) */
+      g_assert_true (memres_resource_get_stats (cache, &stats, NULL));
+      g_assert_cmpuint (stats.reserved_current, ==, 48 * MIB);
+      for (MemresResource *l = mr; l != NULL; l = memres_resource_get_upstream (l))
+        {
+          g_assert_null (memres_resource_get_oom_report (l));
+          g_assert_null (memres_resource_get_oom_snapshot (l));
+        }
+      g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+      mt_close_ok (buf, NULL);
+    }
+  g_unsetenv ("MEMRES_OOM_SNAPSHOT");
+  g_rmdir (dir);
+}
+
+/* A size no memory has, refused before any kind is called: a report all the same, whose
+ * verdict is the size itself (before: "exhausted", with a trim for remedy; under a `limit`,
+ * "limit", with "raise the limit"), and whose remedy is to look at how it was computed. */
 static void
 test_oversized (void)
 {
-  g_autoptr (MemresResource) mr = mt_new_ok ("host");
-  g_autoptr (GError) error = NULL;
+  static const char *const specs[] = { "host", "limit:max=1MiB>host", "retry>cache>host" };
 
-  error = allocate_oom (mr, (gsize) G_MAXSSIZE + 1);
-  assert_contains (error->message, "Out of memory, exhausted: `host` could not get 8 EiB. Held: "
-                                   "`host` holds 0 bytes (0 bytes used, 0 bytes cached).");
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
+      g_autoptr (GError) error = allocate_oom (mr, (gsize) G_MAXSSIZE + 1);
+
+      assert_contains (error->message, "Out of memory, too large: the request of 8 EiB is more "
+                                       "than any memory holds (at most 2^63 - 1 bytes). Held: ");
+      g_assert_true (g_str_has_suffix (
+          error->message, "Remedy: check how the size was computed: a negative or overflowed "
+                          "count read as an unsigned size asks for this much."));
+      g_assert_null (strstr (error->message, "trim"));
+      g_assert_null (strstr (error->message, "raise the limit"));
+    }
 }
 
 /* Sizes that read as whole in no unit are given in exact bytes: 2^64 - 1 was "16384.0 PiB"
@@ -251,10 +304,10 @@ test_oversized_words (void)
     gsize size;
     const char *words;
   } cases[] = {
-    { G_MAXSIZE, "`host` could not get 18446744073709551615 bytes (16.0 EiB)." },
-    { ((gsize) 12 << 60) - 1, "`host` could not get 13835058055282163711 bytes (12.0 EiB)." },
-    { G_MAXSIZE - ((gsize) 1 << 49) + 1, "`host` could not get 16383.5 PiB." },
-    { (gsize) 9 << 60, "`host` could not get 9 EiB." },
+    { G_MAXSIZE, "the request of 18446744073709551615 bytes (16.0 EiB) is more" },
+    { ((gsize) 12 << 60) - 1, "the request of 13835058055282163711 bytes (12.0 EiB) is more" },
+    { G_MAXSIZE - ((gsize) 1 << 49) + 1, "the request of 16383.5 PiB is more" },
+    { (gsize) 9 << 60, "the request of 9 EiB is more" },
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -265,6 +318,50 @@ test_oversized_words (void)
       assert_contains (error->message, cases[i].words);
       g_assert_null (strstr (error->message, "16384.0"));
     }
+}
+
+/* A request larger than the whole device (64 MiB on the fake): no trim, raised limit, address
+ * space or other kind makes it fit, whatever the stack (before: "exhausted: the device has 64
+ * MiB free of 64 MiB, request 100 MiB", with a trim for remedy; under a limit above it, and the
+ * arena's reservation, the same). One the device could hold is still exhausted. */
+static void
+test_larger_than_device (void)
+{
+  static const char *const specs[] = {
+    "dmr:pool=new",    "limit:max=1GiB>cache>dmr:pool=new",  "retry>cache>arena",
+    "stats>track>vmm", "cache:front=0>limit:max=128MiB>vmm",
+  };
+
+  if (!mt_require_fake ("the fake's device of 64 MiB"))
+    return;
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
+      g_autoptr (GError) error = allocate_oom (mr, 100 * MIB);
+      g_autoptr (GError) full = NULL;
+      MemresBuffer *buf;
+
+      assert_contains (error->message, "Out of memory, too large: the request of 100 MiB is "
+                                       "more than the device has in all (64 MiB). Held: ");
+      assert_contains (error->message, "device 0 has 64 MiB free of 64 MiB.");
+      g_assert_true (g_str_has_suffix (
+          error->message, "Remedy: no trim or kind makes the device larger: split the request "
+                          "into pieces the device can hold, or use memory that can exceed the "
+                          "device's (managed memory, or page-locked host memory)."));
+      g_assert_null (strstr (error->message, "trim ("));
+      /* half the device in use, a request of the whole one: exhausted, not too large */
+      buf = mt_alloc_ok (mr, 32 * MIB, NULL);
+      full = allocate_oom (mr, 64 * MIB);
+      g_assert_null (strstr (full->message, "too large"));
+      mt_close_ok (buf, NULL);
+    }
+  /* page-locked host memory is not the device's: never judged against its total */
+  {
+    g_autoptr (MemresResource) mr = mt_new_ok ("pinned:device=0");
+    MemresBuffer *buf = mt_alloc_ok (mr, 100 * MIB, NULL);
+
+    mt_close_ok (buf, NULL);
+  }
 }
 
 /* The last report is the last one: a later failure replaces it. */
@@ -398,8 +495,10 @@ main (int argc, char **argv)
                         test_pool_max_size);
   g_test_add_func ("/oom-report/exhausted", test_exhausted);
   g_test_add_func ("/oom-report/fragmentation", test_fragmentation);
+  g_test_add_func ("/oom-report/rescued-below", test_rescued_below);
   g_test_add_func ("/oom-report/oversized", test_oversized);
   g_test_add_func ("/oom-report/oversized-words", test_oversized_words);
+  g_test_add_func ("/oom-report/larger-than-device", test_larger_than_device);
   g_test_add_func ("/oom-report/last", test_last);
   g_test_add_func ("/oom-report/snapshot-file", test_snapshot_file);
   g_test_add_func ("/oom-report/snapshot-fifo", test_snapshot_fifo);

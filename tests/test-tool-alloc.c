@@ -511,15 +511,15 @@ test_alloc_escapes_specs (void)
   g_autofree char *spec = g_strdup_printf ("log:path=%s>host", log);
   g_autofree char *layer = g_strdup_printf (
       "log:path=%s/"
-      "x\\x1b[2Jx.csv,append=false,flush=false,tags=false,segments=false,backtrace=false",
+      "x\\x1b[2Jx.csv,append=false,flush=false,tags=false,segments=false,backtrace=false,rmm=false",
       dir);
   g_autofree char *want_resource = g_strdup_printf ("resource  %s>host:alignment=256\n", layer);
   g_autofree char *want_layer = g_strdup_printf ("\nlayers    1  %s\n", layer);
-  g_autofree char *want_json = g_strdup_printf (
-      "\"spec\": "
-      "\"log:path=%s/"
-      "x\\u001b[2Jx.csv,append=false,flush=false,tags=false,segments=false,backtrace=false\",",
-      dir);
+  g_autofree char *want_json = g_strdup_printf ("\"spec\": "
+                                                "\"log:path=%s/"
+                                                "x\\u001b[2Jx.csv,append=false,flush=false,tags="
+                                                "false,segments=false,backtrace=false,rmm=false\",",
+                                                dir);
   g_autofree char *csv = g_build_filename (dir, "run.csv", NULL);
   g_autofree char *want_against = g_strdup_printf ("\nagainst   %s>host:alignment=256\n", layer);
   Run r = { 0 };

@@ -491,6 +491,30 @@ test_replay_bad_logs (void)
       g_assert_cmpint (r.status, ==, 0);
       run_clear (&r);
     }
+  /* a free whose allocate is in no line of the log (its first lines cut off, lines lost): replay
+   * refuses the log, naming the line (it skipped the free and exited 0); trace and view draw
+   * what the log holds, the free of an allocation made before it began */
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0x100,16,0x0\n"
+                                      "1,10:00:00.000001,free,0x200,32,0x0\n"
+                                      "1,10:00:00.000002,free,0x100,16,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "--json", "replay", log, "host", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  assert_one_error_line (&r);
+  g_assert_nonnull (strstr (r.err, "bad.csv:3: free of Pointer 0x200, which no allocate line "
+                                   "before it allocated: the log is not whole (cut at its start, "
+                                   "or lines lost), and cannot be replayed"));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\""));
+  run_clear (&r);
+  for (gsize c = 1; c < G_N_ELEMENTS (commands); c++)
+    {
+      run_toolv (&r, NULL, commands[c]);
+      g_assert_cmpstr (r.err, ==, "");
+      g_assert_cmpint (r.status, ==, 0);
+      run_clear (&r);
+    }
   /* a NUL byte is reported on its line */
   g_assert_true (
       g_file_set_contents (log, "Thread,Time,Action,Pointer,Size,Stream\n1,t\0", 43, NULL));

@@ -15,7 +15,9 @@
  * `sleep` and `wake` (a replay has no tags to put to sleep: the buffers of the tag stay allocated
  * and awake, as the log's allocate and free lines say they stayed allocated) and `segment` lines
  * are read and not replayed; a free of an address the replay does
- * not hold (its allocation failed here) is counted and skipped; the lines are checked by
+ * not hold (its allocation failed here) is counted and skipped, one whose allocate is in no line
+ * of the log (a log cut at its start, or that lost lines) is refused as invalid (LOG:LINE, as
+ * `memres trace` and `memres view` do not: they draw what the log holds); the lines are checked by
  * log-walk.c, as `memres trace` and `memres view` check them (a Time that is not HH:MM:SS.uuuuuu,
  * live sizes past 2^64 bytes, a free whose Size is not its allocate's are refused as invalid).
  * Buffers still live at the end are closed. LOG is read (input.c: a missing one named as missing,
@@ -104,6 +106,7 @@ typedef struct
 {
   Log *out;
   GHashTable *threads, *streams; /* logged Thread and Stream -> index */
+  const char *log;               /* its path, for errors */
 } Parsing;
 
 /* The index of the op of log line @line (ops are in line order). */
@@ -144,10 +147,19 @@ add_op (const MemresLogEvent *e, gpointer user_data, GError **error)
       out->log_peak = MAX (out->log_peak, e->used);
       break;
     case MEMRES_LOG_FREE:
+      /* a free whose allocate no line of the log holds: a log the log adaptor did not write whole
+       * (its first lines cut off, lines lost); trace and view draw it (an allocation made before
+       * the log began), but a replay would hold a buffer the program did not and free one it
+       * never made */
+      if (!e->counted)
+        return memres_tool_log_bad_line (error, p->log, e->line,
+                                         "free of Pointer %s, which no allocate line before it "
+                                         "allocated: the log is not whole (cut at its start, "
+                                         "or lines lost), and cannot be replayed",
+                                         e->l.pointer_text);
       op.kind = OP_FREE;
       out->frees++;
-      if (e->counted)
-        op.match = op_of_line (out->ops, e->alloc_line);
+      op.match = op_of_line (out->ops, e->alloc_line);
       break;
     case MEMRES_LOG_ALLOCATE_FAILURE:
     case MEMRES_LOG_FREE_FAILURE:
@@ -170,7 +182,7 @@ parse_log (const char *log, char *text, gsize length, Log *out, GError **error)
 {
   g_autoptr (GHashTable) threads = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GHashTable) streams = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  Parsing p = { out, threads, streams };
+  Parsing p = { out, threads, streams, log };
 
   intern (streams, "0x0");
   out->ops = g_array_new (FALSE, TRUE, sizeof (Op));

@@ -9,8 +9,9 @@
  * Thread is the kernel thread id, Time the local wall-clock time with microseconds, Action one
  * of RMM's `allocate`, `allocate failure` (Pointer then 0x0), `free` and `free failure` (the free
  * failed and released nothing: the buffer stays open), or memres's own, which RMM's readers do
- * not know and skip: `out of memory` (right after the `allocate failure` of an allocation that
- * failed for lack of memory, same Size) and `trim` (a memres_resource_trim() through the layer
+ * not know (a reader of RMM's format that skips them reads the rest; RMM's log_parser.hpp refuses
+ * them: `rmm=true` below): `out of memory` (right after the `allocate failure` of an allocation
+ * that failed for lack of memory, same Size) and `trim` (a memres_resource_trim() through the layer
  * that succeeded: Size the bytes kept, Pointer and Stream 0x0); Pointer the address in hex,
  * Size bytes (what the upstream returned; the size asked for on a failure), Stream the stream
  * handle in hex. A free is logged once its outcome is known: `free` after the upstream freed
@@ -48,7 +49,10 @@
  * what the layers below unmap at their finalize (a cache's free chunks) is logged, and the file is
  * closed after it, so that a log of a whole stack ends with its segments unmapped (an upstream
  * shared with another stack, and so finalized later, keeps the file open until then). Allocations
- * pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). */
+ * pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). RMM's own reader (its replay
+ * benchmark's log_parser.hpp) reads the columns by name, so the Backtrace and Tag columns pass,
+ * but throws at any Action other than allocate, allocate failure and free: with `rmm=true` the
+ * lines of memres's own actions (and `free failure`) are not written. */
 #include <memres/memres-plugin.h>
 
 #include "log-backtrace.h"
@@ -79,6 +83,7 @@ typedef struct
   char *path;
   gboolean flush;
   gboolean tags;         /* the Tag column */
+  gboolean rmm;          /* RMM's actions alone (rmm=true) */
   gboolean backtrace;    /* the Backtrace column */
   char *buffer;          /* lines not yet written, LOG_BUFFER_SIZE bytes */
   gsize buffered;        /* bytes in buffer */
@@ -114,6 +119,11 @@ static const MemresOptionSpec log_options[] = {
   { "backtrace", MEMRES_OPTION_BOOL, "false",
     "a column Backtrace before Tag: the allocating call stack of each allocate and allocate "
     "failure line (glibc backtrace(), symbolized; costs microseconds a line)",
+    NULL, 0, 0 },
+  { "rmm", MEMRES_OPTION_BOOL, "false",
+    "RMM's actions alone (allocate, allocate failure, free), for RMM's log_parser.hpp, which "
+    "refuses any other: no out of memory, free failure, trim, sleep or wake line (not with "
+    "segments=true)",
     NULL, 0, 0 },
 };
 
@@ -325,6 +335,14 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
                                   "file to write)");
       return FALSE;
     }
+  /* segment lines are memres's own: refused before the file is opened */
+  if (memres_options_get_bool (options, "rmm") && memres_options_get_bool (options, "segments"))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "options \"rmm\" and \"segments\" of kind \"log\" exclude each other: "
+                   "segment lines are memres's own, which rmm=true leaves out");
+      return FALSE;
+    }
   fd = open_log (path, append, &empty, error);
   if (fd < 0)
     return FALSE;
@@ -334,6 +352,7 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->path = g_strdup (path);
   self->flush = memres_options_get_bool (options, "flush");
   self->tags = memres_options_get_bool (options, "tags");
+  self->rmm = memres_options_get_bool (options, "rmm");
   self->backtrace = memres_options_get_bool (options, "backtrace");
   self->buffer = g_malloc (LOG_BUFFER_SIZE);
   if (empty) /* nobody else sees it yet */
@@ -436,7 +455,11 @@ write_line (LogResource *self, const char *action, guint64 address, gsize size, 
       g_hash_table_remove (self->freeing, &address);
       g_cond_broadcast (&self->freed);
     }
-  append_locked (self, line, (gsize) n);
+  /* rmm=true: memres's own actions left out (RMM's log_parser.hpp throws "Invalid action string"
+   * at them); "allocate failure" is RMM's, and the only action that begins with "allocate " */
+  if (!self->rmm || strcmp (action, "allocate") == 0 || strcmp (action, "free") == 0
+      || strcmp (action, "allocate failure") == 0)
+    append_locked (self, line, (gsize) n);
   g_mutex_unlock (&self->lock);
 }
 
