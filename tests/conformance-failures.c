@@ -191,6 +191,15 @@ test_out_of_memory_1pib (gconstpointer data)
       fx_clear (&f);
       return;
     }
+#if defined(__SANITIZE_ADDRESS__)
+  if (f.drv == NULL)
+    {
+      /* its allocator aborts the process on a request past its maximum instead of failing */
+      g_test_skip ("AddressSanitizer aborts on a posix_memalign() of 1 PiB");
+      fx_clear (&f);
+      return;
+    }
+#endif
   buf = memres_resource_allocate (f.mr, size, f.stream, &error);
   g_test_message ("%s: %s", s->spec, error != NULL ? error->message : "(allocated)");
   g_assert_null (buf);
