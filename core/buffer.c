@@ -292,7 +292,10 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
  *
  * Allocates a buffer from @mr through the kind's allocate slot (dmr: cuMemAllocFromPoolAsync();
  * host: `posix_memalign`). The buffer holds a reference on @mr. Thread-safe: any number of
- * threads may allocate from one resource at once.
+ * threads may allocate from one resource at once. There is no alignment argument: every kind
+ * memres ships aligns the address of a buffer of 1 byte or more to at least 256 bytes (the
+ * conformance suite checks it for each kind under each adaptor), `host` to its `alignment`
+ * option (256 by default).
  *
  * Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the memory cannot be had (always for sizes above
  * `G_MAXSSIZE`); %MEMRES_ERROR_NOT_SUPPORTED (an imported pool, a capturing stream given to a

@@ -169,7 +169,8 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
  * `cached`, `reserved` (`t`) and `classes` (`a(tttt)`: class size in bytes, hits, misses,
  * bytes cached); for the log adaptor (README) `lines_written`, `lines_lost` (`t`, the header
  * line included) and `write_error` (`s`, the first failed write's reason, "" when none): its
- * log is complete when `lines_lost` is 0, and reading them first writes the lines it buffers.
+ * log is complete when `lines_lost` is 0, and reading them first writes the lines it buffers;
+ * for the limit adaptor `limit` and `used` (`t`: its `max` and the bytes counted against it).
  * An adaptor without counters passes the call to the layer below. Reading them costs the
  * kind's lock, no driver call. Thread-safe.
  *

@@ -142,7 +142,8 @@ test_streams (gconstpointer data)
   Fx f;
 
   g_test_summary ("A buffer allocated on one stream closes on another, on the legacy stream, and "
-                  "on its deallocation stream at the last unref; its bytes stay intact meanwhile.");
+                  "on its deallocation stream at the last unref; its bytes stay intact meanwhile. "
+                  "Memory freed on a stream since destroyed serves another stream.");
   if (!fx_init (&f, data))
     return;
   if (is (f.s, B_CAPTURE))
@@ -167,7 +168,16 @@ test_streams (gconstpointer data)
   memres_buffer_unref (c); /* closes on f.stream */
   mt_sync_ok (f.stream);
   g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 0);
+  /* memory freed on a stream that is then destroyed serves the next allocation on another
+   * (RMM's pool DeletedStream) */
+  mt_close_ok (alloc_ok (f.s, f.mr, 10000, other), other);
   stream_end (f.s, other);
+  a = alloc_ok (f.s, f.mr, 10000, f.stream);
+  mt_write_pattern (a, 0, 10000, 10, f.stream);
+  mt_check_pattern (a, 0, 10000, 10, f.stream);
+  mt_close_ok (a, f.stream);
+  mt_sync_ok (f.stream);
+  g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 0);
   fx_clear (&f);
 }
 

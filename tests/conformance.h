@@ -164,7 +164,7 @@ void test_out_of_memory (gconstpointer data);
 
 void test_retry_handler (gconstpointer data);
 
-void test_out_of_memory_real (gconstpointer data);
+void test_out_of_memory_1pib (gconstpointer data);
 
 void test_finalize_live (gconstpointer data);
 

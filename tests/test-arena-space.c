@@ -196,6 +196,76 @@ test_oom_flush (void)
   g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
 }
 
+/* RMM's arena Defragment case: threads, each on a stream of its own, allocate and close a small
+ * buffer and end, their blocks left in their fronts and classes; then one request of everything
+ * the device has left plus the granules those blocks hold succeeds (the out-of-memory flush
+ * reaches the blocks of threads that are gone), and one past the device's memory fails with
+ * nothing left behind. */
+typedef struct
+{
+  MemresResource *mr;
+  CUstream stream;
+} SmallJob;
+
+static gpointer
+small_pair (gpointer data)
+{
+  SmallJob *job = data;
+
+  mt_close_ok (mt_alloc_ok (job->mr, 32 * KiB, (MemresStream) job->stream),
+               (MemresStream) job->stream);
+  return NULL;
+}
+
+static void
+test_oom_flush_threads (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  GError *error = NULL;
+  SmallJob jobs[4];
+  GThread *threads[G_N_ELEMENTS (jobs)];
+  MemresBuffer *big;
+  size_t free_bytes = 0, total = 0;
+  guint64 reserved;
+  gboolean pushed;
+  gsize g;
+
+  if (!mt_require_devices (1) || !mt_require_fake ("needs the fake's small device"))
+    return;
+  mr = mt_new_ok ("arena");
+  g = gran (mr);
+  for (guint i = 0; i < G_N_ELEMENTS (jobs); i++)
+    {
+      jobs[i].mr = mr;
+      jobs[i].stream = mt_stream_new_on (0);
+      threads[i] = g_thread_new ("small", small_pair, &jobs[i]);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (jobs); i++)
+    {
+      g_thread_join (threads[i]);
+      mt_stream_free (jobs[i].stream);
+    }
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  reserved = stats_ok (mr).reserved_current;
+  g_assert_cmpuint (reserved, >, 0);
+  g_assert_cmpuint (reserved % g, ==, 0);
+  g_assert_true (memres_cuda_push_context (0, &pushed, &error));
+  g_assert_cmpint (memres_cuda_get_driver (NULL)->cuMemGetInfo (&free_bytes, &total), ==,
+                   CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+  big = memres_resource_allocate (mr, free_bytes / g * g + reserved, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (big);
+  g_assert_cmpuint (counter (mr, "oom_flushes"), ==, 1);
+  mt_close_ok (big, NULL);
+  big = memres_resource_allocate (mr, total + g, NULL, &error);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_null (big);
+  g_clear_error (&error);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+}
+
 /* ---- growing the reservation ----------------------------------------------------------------- */
 
 /* An arena of 8 MiB of address space filled, then continued: the next buffer gets a second
@@ -261,6 +331,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/arena/oom/fragmentation", test_oom_fragmentation);
   g_test_add_func ("/arena/oom/flush-retry", test_oom_flush);
+  g_test_add_func ("/arena/oom/flush-threads", test_oom_flush_threads);
   g_test_add_func ("/arena/oom/address-space", test_oom_address_space);
   g_test_add_func ("/arena/oom/message-once", test_oom_message_once);
   g_test_add_func ("/arena/grow/continues", test_grow);

@@ -79,12 +79,6 @@ retries (const Spec *s)
          && !(s->base->as_layer & L_RETRIES);
 }
 
-static gboolean
-real_oom (const Spec *s)
-{
-  return is (s, B_REAL_OOM);
-}
-
 /* The exit rule, where the close reaches the kind's free (not kept by a cache). */
 static gboolean
 frees_at_close (const Spec *s)
@@ -114,7 +108,7 @@ static const Case cases[] = {
   { "segments", test_segments, always },
   { "out-of-memory", test_out_of_memory, always },
   { "out-of-memory/retry-handler", test_retry_handler, retries },
-  { "out-of-memory/real-driver", test_out_of_memory_real, real_oom },
+  { "out-of-memory/1pib", test_out_of_memory_1pib, always },
   { "finalize-live", test_finalize_live, always },
   { "threads", test_threads, always },
   { "exit/live-buffers", test_exit_live, always },

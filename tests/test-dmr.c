@@ -212,6 +212,8 @@ check_max_size_exact (const char *spec, gsize max)
   b = mt_alloc_ok (mr, max / 2, NULL);
   g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  /* "1 byte", not "1 bytes" */
+  g_assert_true (g_str_has_prefix (error->message, "cannot allocate 1 byte: the pool's max_size"));
   g_clear_error (&error);
   /* a freed buffer makes room again, exactly its size */
   mt_close_ok (b, NULL);

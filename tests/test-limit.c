@@ -101,6 +101,72 @@ test_limit_boundary (void)
   mt_close_ok (a, NULL);
 }
 
+/* The limit's counters (memres_resource_get_counters(): `limit` and `used`, what RMM's
+ * limiting adaptor answers as get_allocation_limit() and get_allocated_bytes()): exact after
+ * each allocate, refusal and close; two limits stacked each count their own; a layer above
+ * without counters of its own passes the call down to the limit. */
+static guint64
+counter (MemresResource *mr, const char *name)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) v = memres_resource_get_counters (mr, &error);
+  guint64 value = G_MAXUINT64;
+
+  g_assert_no_error (error);
+  g_assert_true (g_variant_lookup (v, name, "t", &value));
+  return value;
+}
+
+static void
+test_limit_counters (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("limit:max=10MiB>host");
+  g_autoptr (MemresResource) two = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *a, *b, *c;
+
+  g_assert_cmpuint (counter (mr, "limit"), ==, 10 << 20);
+  g_assert_cmpuint (counter (mr, "used"), ==, 0);
+  a = mt_alloc_ok (mr, 4 << 20, NULL);
+  g_assert_cmpuint (counter (mr, "used"), ==, 4 << 20);
+  b = mt_alloc_ok (mr, 4 << 20, NULL);
+  g_assert_cmpuint (counter (mr, "used"), ==, 8 << 20);
+  /* over the limit: refused, nothing counted */
+  g_assert_null (memres_resource_allocate (mr, 3 << 20, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  g_assert_cmpuint (counter (mr, "used"), ==, 8 << 20);
+  /* under it again once a buffer is closed: 6 MiB fills it exactly */
+  mt_close_ok (a, NULL);
+  g_assert_cmpuint (counter (mr, "used"), ==, 4 << 20);
+  c = mt_alloc_ok (mr, 6 << 20, NULL);
+  g_assert_cmpuint (counter (mr, "used"), ==, 10 << 20);
+  g_assert_cmpuint (counter (mr, "limit") - counter (mr, "used"), ==, 0);
+  /* an empty buffer reaches no layer: nothing counted */
+  a = mt_alloc_ok (mr, 0, NULL);
+  g_assert_cmpuint (counter (mr, "used"), ==, 10 << 20);
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  mt_close_ok (c, NULL);
+  g_assert_cmpuint (counter (mr, "used"), ==, 0);
+
+  /* two limits: the lower refuses what the upper allows; each layer's counters are its own, and
+   * `stats` above passes the call to the first limit */
+  two = mt_new_ok ("stats>limit:max=5MiB>limit:max=2MiB>host");
+  g_assert_null (memres_resource_allocate (two, 4 << 20, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "limit of 2097152 bytes"));
+  g_clear_error (&error);
+  a = mt_alloc_ok (two, 1 << 20, NULL);
+  g_assert_cmpuint (counter (two, "limit"), ==, 5 << 20);
+  g_assert_cmpuint (counter (two, "used"), ==, 1 << 20);
+  g_assert_cmpuint (
+      counter (memres_resource_get_upstream (memres_resource_get_upstream (two)), "limit"), ==,
+      2 << 20);
+  mt_close_ok (a, NULL);
+  g_assert_cmpuint (counter (two, "used"), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -108,5 +174,6 @@ main (int argc, char **argv)
   register_kinds ();
   g_test_add_func ("/adaptors/limit-rounded", test_limit_rounded);
   g_test_add_func ("/adaptors/limit-boundary", test_limit_boundary);
+  g_test_add_func ("/adaptors/limit-counters", test_limit_counters);
   return g_test_run ();
 }

@@ -123,6 +123,20 @@ test_log_lines (void)
   g_assert_nonnull (strstr (lines[5], ",free,"));
   g_assert_nonnull (strstr (lines[6], ",2000,"));
   g_assert_cmpstr (lines[7], ==, "");
+  /* as RMM's log: each free names its allocate's Pointer and Size, on its Thread and Stream */
+  for (guint i = 0; i < 2; i++)
+    {
+      g_auto (GStrv) alloc = g_strsplit (lines[1 + i], ",", -1);
+      g_auto (GStrv) freed = g_strsplit (lines[5 + i], ",", -1);
+
+      g_assert_cmpstr (alloc[2], ==, "allocate");
+      g_assert_cmpstr (freed[2], ==, "free");
+      g_assert_cmpstr (freed[0], ==, alloc[0]);
+      g_assert_cmpstr (freed[3], ==, alloc[3]);
+      g_assert_cmpstr (freed[4], ==, alloc[4]);
+      g_assert_cmpstr (freed[5], ==, alloc[5]);
+      g_assert_cmpstr (alloc[4], ==, i == 0 ? "1000" : "2000");
+    }
 
   /* over a cache, the trim succeeds: a `trim` line with the bytes kept */
   g_free (spec);

@@ -150,6 +150,42 @@ test_retry_default_trims (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
 }
 
+/* Only an out-of-memory is retried (as RMM's failure callback adaptor catches its one exception
+ * type and lets others through): a driver error that is not one reaches the caller as it is,
+ * after one attempt, with no handler called and nothing trimmed; an out-of-memory of the same
+ * call is retried and, the fault gone, succeeds. */
+static void
+test_retry_other_errors (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  HandlerState s = { .answer = TRUE };
+  long calls;
+  guint id;
+
+  if (!mt_require_fake ("fault injection") || !mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("retry>dmr:pool=new");
+  s.mr = mr;
+  id = memres_retry_add_handler (mr, answers, &s, NULL, &error);
+  g_assert_no_error (error);
+  calls = mt_fake_call_count ("cuMemAllocFromPoolAsync");
+  mt_fake_fail_call ("cuMemAllocFromPoolAsync", 1, CUDA_ERROR_INVALID_VALUE);
+  g_assert_null (memres_resource_allocate (mr, 4096, NULL, &error));
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE);
+  g_assert_null (strstr (error->message, "attempt"));
+  g_clear_error (&error);
+  g_assert_cmpint (s.calls, ==, 0);
+  g_assert_cmpint (mt_fake_call_count ("cuMemAllocFromPoolAsync") - calls, ==, 1);
+  /* an out-of-memory: the handler is called once, and the second attempt succeeds */
+  mt_fake_fail_call ("cuMemAllocFromPoolAsync", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  mt_close_ok (mt_alloc_ok (mr, 4096, NULL), NULL);
+  g_assert_cmpint (s.calls, ==, 1);
+  g_assert_cmpint (mt_fake_call_count ("cuMemAllocFromPoolAsync") - calls, ==, 3);
+  g_assert_true (memres_retry_remove_handler (mr, id, NULL));
+  mt_fake_reset_faults ();
+}
+
 int
 main (int argc, char **argv)
 {
@@ -157,5 +193,6 @@ main (int argc, char **argv)
   register_kinds ();
   g_test_add_func ("/adaptors/retry-handlers", test_retry_handlers);
   g_test_add_func ("/adaptors/retry-default-trims", test_retry_default_trims);
+  g_test_add_func ("/adaptors/retry-other-errors", test_retry_other_errors);
   return g_test_run ();
 }

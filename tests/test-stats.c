@@ -558,6 +558,82 @@ test_peaks_across_threads (void)
     }
 }
 
+/* The figures RMM's statistics adaptor is held to, over host memory and, with a driver, a device
+ * pool: nothing counted at first; 10 buffers of 10 MiB, every other closed: 50 MiB in 5 now, peaks
+ * 100 MiB and 10; 10 more, all closed: 0 now, peaks 150 MiB and 15, totals 200 MiB and 20. Two
+ * layers (stats>stats>X): buffers of the lower layer count there alone, those of the top in both.
+ * An empty buffer reaches no layer: not counted (RMM counts a 0-byte allocation). */
+static void
+assert_all (MemresResource *mr, guint64 bytes, guint64 bytes_peak, guint64 bytes_total,
+            guint64 count, guint64 count_peak, guint64 count_total)
+{
+  MemresStatsCounters c;
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (c.bytes_current, ==, bytes);
+  g_assert_cmpuint (c.bytes_peak, ==, bytes_peak);
+  g_assert_cmpuint (c.bytes_total, ==, bytes_total);
+  g_assert_cmpuint (c.count_current, ==, count);
+  g_assert_cmpuint (c.count_peak, ==, count_peak);
+  g_assert_cmpuint (c.count_total, ==, count_total);
+}
+
+static void
+test_stats_peaks_nested (void)
+{
+  const char *bases[] = { "host", "dmr:pool=new" };
+  const guint64 ten = 10 << 20;
+
+  for (guint k = 0; k < G_N_ELEMENTS (bases); k++)
+    {
+      g_autofree char *one = g_strconcat ("stats>", bases[k], NULL);
+      g_autofree char *two = g_strconcat ("stats>stats>", bases[k], NULL);
+      g_autoptr (MemresResource) mr = NULL;
+      MemresResource *lower;
+      MemresBuffer *bufs[20];
+
+      if (k > 0 && memres_cuda_get_driver (NULL) == NULL)
+        break;
+      mr = mt_new_ok (one);
+      assert_all (mr, 0, 0, 0, 0, 0, 0);
+      for (guint i = 0; i < 10; i++)
+        bufs[i] = mt_alloc_ok (mr, ten, NULL);
+      for (guint i = 0; i < 10; i += 2)
+        mt_close_ok (bufs[i], NULL);
+      assert_all (mr, 5 * ten, 10 * ten, 10 * ten, 5, 10, 10);
+      for (guint i = 0; i < 10; i += 2)
+        bufs[i] = mt_alloc_ok (mr, ten, NULL);
+      for (guint i = 10; i < 15; i++)
+        bufs[i] = mt_alloc_ok (mr, ten, NULL);
+      for (guint i = 0; i < 15; i++)
+        mt_close_ok (bufs[i], NULL);
+      assert_all (mr, 0, 15 * ten, 20 * ten, 0, 15, 20);
+      /* an empty buffer */
+      bufs[0] = mt_alloc_ok (mr, 0, NULL);
+      assert_all (mr, 0, 15 * ten, 20 * ten, 0, 15, 20);
+      mt_close_ok (bufs[0], NULL);
+      /* a reset: the peaks to the current values, the totals to 0 */
+      g_assert_true (memres_stats_reset (mr, NULL));
+      assert_all (mr, 0, 0, 0, 0, 0, 0);
+      g_clear_pointer (&mr, memres_resource_unref);
+
+      mr = mt_new_ok (two);
+      lower = memres_resource_get_upstream (mr);
+      for (guint i = 0; i < 10; i++)
+        bufs[i] = mt_alloc_ok (lower, ten, NULL);
+      for (guint i = 10; i < 15; i++)
+        bufs[i] = mt_alloc_ok (mr, ten, NULL);
+      assert_all (lower, 15 * ten, 15 * ten, 15 * ten, 15, 15, 15);
+      assert_all (mr, 5 * ten, 5 * ten, 5 * ten, 5, 5, 5);
+      for (guint i = 0; i < 15; i++)
+        mt_close_ok (bufs[i], NULL);
+      assert_all (lower, 0, 15 * ten, 15 * ten, 0, 15, 15);
+      assert_all (mr, 0, 5 * ten, 5 * ten, 0, 5, 5);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -572,5 +648,6 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/stats-upstream-left-live", test_stats_upstream_left_live);
   g_test_add_func ("/adaptors/peaks-across-threads", test_peaks_across_threads);
   g_test_add_func ("/adaptors/stats-sharing", test_stats_sharing);
+  g_test_add_func ("/adaptors/stats-peaks-nested", test_stats_peaks_nested);
   return g_test_run ();
 }

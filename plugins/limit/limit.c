@@ -7,7 +7,8 @@
  * when over the limit), then the difference of a rounded-up record, so that the limit is exact
  * at the boundary under any number of threads. Allocations pass through unchanged
  * (MEMRES_KIND_PASSES_ALLOCATIONS). The report of an out-of-memory error that reaches the
- * application gets the limit, its use and the refusal from the explain_oom slot. */
+ * application gets the limit, its use and the refusal from the explain_oom slot; the counters
+ * (memres_resource_get_counters()) are `limit` and `used`. */
 #include <memres/memres-plugin.h>
 
 typedef struct
@@ -146,6 +147,18 @@ limit_explain_oom (MemresResource *mr, MemresOomFigures *figures)
   last_refusal.mr = NULL;
 }
 
+/* The counters (memres_resource_get_counters()): the limit and the bytes counted against it, what
+ * RMM's limiting adaptor answers as get_allocation_limit() and get_allocated_bytes(). */
+static gboolean
+limit_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
+{
+  LimitResource *self = memres_resource_get_private (mr);
+
+  g_variant_dict_insert (counters, "limit", "t", self->max);
+  g_variant_dict_insert (counters, "used", "t", __atomic_load_n (&self->used, __ATOMIC_RELAXED));
+  return TRUE;
+}
+
 /* A resize would change sizes behind the count. */
 static void
 limit_query (MemresResource *mr, MemresResourceInfo *info)
@@ -173,6 +186,7 @@ static const MemresResourceOps limit_ops = {
   .query = limit_query,
   .explain_oom = limit_explain_oom,
   .snapshot = limit_snapshot,
+  .get_counters = limit_get_counters,
 };
 
 static const MemresKindInfo limit_kind = {

@@ -137,9 +137,9 @@ count_charge (PoolRecord *pool, gsize size, GError **error)
   used = __atomic_sub_fetch (&pool->used, (guint64) size, __ATOMIC_RELAXED);
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
                "cannot allocate %" G_GSIZE_FORMAT
-               " bytes: the pool's max_size is %" G_GUINT64_FORMAT " bytes and %" G_GUINT64_FORMAT
+               " byte%s: the pool's max_size is %" G_GUINT64_FORMAT " bytes and %" G_GUINT64_FORMAT
                " are in use",
-               size, pool->max_size, used);
+               size, size == 1 ? "" : "s", pool->max_size, used);
   return 0;
 }
 
