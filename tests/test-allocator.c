@@ -398,6 +398,27 @@ child_setup (void)
   load_shim ();
 }
 
+/* For a test that needs the driver: in the parent, runs the test again in a child process
+ * (skipped without a driver or a device) and returns FALSE; in that child, sets it up and returns
+ * TRUE. */
+static gboolean
+in_driver_child (void)
+{
+  if (g_test_subprocess ())
+    {
+      child_setup ();
+      return TRUE;
+    }
+  if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+    g_test_skip ("needs the driver (suite fake or gpu)");
+  else if (mt_require_devices (1))
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+    }
+  return FALSE;
+}
+
 /* Exactly one warning since the last check, matching @pattern; NULL: none. */
 static void
 assert_new_warning (const char *pattern)
@@ -981,20 +1002,8 @@ test_capture (void)
   MemresResource *mr;
   void *p;
 
-  if (!g_test_subprocess ())
-    {
-      if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
-        {
-          g_test_skip ("needs the driver (suite fake or gpu)");
-          return;
-        }
-      if (!mt_require_devices (1))
-        return;
-      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
-      g_test_trap_assert_passed ();
-      return;
-    }
-  child_setup ();
+  if (!in_driver_child ())
+    return;
   if (!require_driver_stream (&drv, &s))
     return;
   mr = shim.get_resource (0);
@@ -1121,20 +1130,8 @@ test_fork_child (void)
   int status = 0;
   pid_t pid;
 
-  if (!g_test_subprocess ())
-    {
-      if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
-        {
-          g_test_skip ("needs the driver (suite fake or gpu)");
-          return;
-        }
-      if (!mt_require_devices (1))
-        return;
-      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
-      g_test_trap_assert_passed ();
-      return;
-    }
-  child_setup ();
+  if (!in_driver_child ())
+    return;
   drv = memres_cuda_get_driver (&error);
   g_assert_no_error (error);
   g_assert_true (memres_cuda_ensure_context (0, &error));
