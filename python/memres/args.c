@@ -85,7 +85,7 @@ pymemres_size_from_object (const char *name, PyObject *value)
 }
 
 int
-pymemres_device_from_object (PyObject *value, gint *device)
+pymemres_gint_from_object (PyObject *value, gint *out)
 {
   int overflow = 0;
   PyObject *index = PyNumber_Index (value);
@@ -94,15 +94,23 @@ pymemres_device_from_object (PyObject *value, gint *device)
   Py_XDECREF (index);
   if (v == -1 && PyErr_Occurred ())
     return -1;
+  if (overflow < 0 || (overflow == 0 && v < G_MININT))
+    return 1;
+  if (overflow > 0 || v > G_MAXINT)
+    return 2;
+  *out = (gint) v;
+  return 0;
+}
+
+int
+pymemres_device_from_object (PyObject *value, gint *device)
+{
+  int r = pymemres_gint_from_object (value, device);
+
   /* a device past an int's range does not exist: memres.OutOfRangeError, a ValueError as for
    * one below -1 (it was a bare OverflowError from the int conversion) */
-  if (overflow != 0 || v < G_MININT || v > G_MAXINT)
-    {
-      pymemres_raise_range ("device %s: a device ordinal is 0 or more, or -1 for host memory",
-                            overflow < 0 || (overflow == 0 && v < 0) ? "below -2**31"
-                                                                     : "past 2**31-1");
-      return -1;
-    }
-  *device = (gint) v;
-  return 0;
+  if (r > 0)
+    pymemres_raise_range ("device %s: a device ordinal is 0 or more, or -1 for host memory",
+                          r == 1 ? "below -2**31" : "past 2**31-1");
+  return r == 0 ? 0 : -1;
 }

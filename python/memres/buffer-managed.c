@@ -31,23 +31,11 @@ static const struct
 static int
 location_id (PyObject *obj, gint *out)
 {
-  int overflow = 0;
-  long value;
-  PyObject *index = PyNumber_Index (obj);
+  int r = pymemres_gint_from_object (obj, out);
 
-  if (index == NULL)
-    return -1;
-  value = PyLong_AsLongAndOverflow (index, &overflow);
-  Py_DECREF (index);
-  if (value == -1 && PyErr_Occurred ())
-    return -1;
-  if (overflow != 0 || value < G_MININT || value > G_MAXINT)
-    {
-      pymemres_raise_range ("a location's id must be an int from 0 to 2**31-1");
-      return -1;
-    }
-  *out = (gint) value;
-  return 0;
+  if (r > 0)
+    pymemres_raise_range ("a location's id must be an int from 0 to 2**31-1");
+  return r == 0 ? 0 : -1;
 }
 
 /* @obj as a location in *@out (LOCATION_FORMS); None, where @none_ok, as no location

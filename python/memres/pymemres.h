@@ -392,6 +392,10 @@ int pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t
  * (size_t) -1 with OverflowError for a negative one or one past 2**64-1 (cuda.core's
  * allocate(-1) raises OverflowError), TypeError for another type. */
 size_t pymemres_size_from_object (const char *name, PyObject *value);
+/* An int argument (an int or __index__) in *@out: 0; -1 with TypeError (no int) or the
+ * conversion's error; 1 below G_MININT, 2 past G_MAXINT (no exception set: the caller names the
+ * range). */
+int pymemres_gint_from_object (PyObject *value, gint *out);
 /* A device argument (an int or __index__) in *@device: 0, or -1 with TypeError or
  * memres.OutOfRangeError past a C int's range (memres itself checks the ordinal). */
 int pymemres_device_from_object (PyObject *value, gint *device);
