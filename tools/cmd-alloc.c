@@ -449,11 +449,7 @@ memres_tool_alloc (int argc, char **argv)
   if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("alloc", error->message);
   if (argc == 2 && !looks_like_size (argv[1]))
-    {
-      g_autofree char *shown = memres_tool_show_input (argv[1]);
-      g_autofree char *message = g_strdup_printf ("SIZE is missing after \"%s\"", shown);
-      return memres_tool_usage_error ("alloc", message);
-    }
+    return memres_tool_usage_error_input ("alloc", "SIZE is missing after \"%s\"", argv[1]);
   if (argc == 2)
     {
       spec = "default";

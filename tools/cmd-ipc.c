@@ -361,18 +361,6 @@ catch_stop_signals (void)
   sigaction (SIGTERM, &sa, NULL);
 }
 
-/* ipc-serve's usage error for an argument that is not what @format (one %s: the argument, shown
- * printable) says is wanted: exit status 2 */
-G_GNUC_PRINTF (1, 0)
-static int
-serve_input_error (const char *format, const char *input)
-{
-  g_autofree char *shown = memres_tool_show_input (input);
-  g_autofree char *message = g_strdup_printf (format, shown);
-
-  return memres_tool_usage_error ("ipc-serve", message);
-}
-
 /**
  * memres_tool_ipc_serve:
  * @argc: number of arguments, the command name included
@@ -434,18 +422,22 @@ memres_tool_ipc_serve (int argc, char **argv)
 
       /* 0 would be "forever", which is what leaving --count out means */
       if (!g_ascii_string_to_signed (count_text, 10, 1, G_MAXINT, &n, NULL))
-        return serve_input_error ("--count \"%s\": expected a number of clients, 1 or more "
-                                  "(without --count: serve until SIGINT or SIGTERM)",
-                                  count_text);
+        return memres_tool_usage_error_input (
+            "ipc-serve",
+            "--count \"%s\": expected a number of clients, 1 or more "
+            "(without --count: serve until SIGINT or SIGTERM)",
+            count_text);
       count = (gint) n;
     }
   if (timeout < 0)
     return memres_tool_usage_error ("ipc-serve", "--timeout must be 0 or more seconds");
   /* memres_parse_size()'s own message offers max, which no buffer here can be */
   if (size_text != NULL && !memres_parse_size (size_text, &size, NULL))
-    return serve_input_error ("--size: invalid size \"%s\": expected a non-zero multiple of "
-                              "1KiB, in bytes with an optional B, KiB, MiB, GiB or TiB suffix",
-                              size_text);
+    return memres_tool_usage_error_input (
+        "ipc-serve",
+        "--size: invalid size \"%s\": expected a non-zero multiple of "
+        "1KiB, in bytes with an optional B, KiB, MiB, GiB or TiB suffix",
+        size_text);
   if (size == 0 || size % 1024 != 0 || size / 1024 > G_MAXUINT32)
     return memres_tool_usage_error ("ipc-serve", "--size must be a non-zero multiple of 1KiB, "
                                                  "at most 4 TiB - 1 KiB (the protocol counts "

@@ -65,6 +65,10 @@ gboolean memres_tool_parse_options (GOptionContext *context, int *argc, char ***
 /* Prints "memres COMMAND: MESSAGE" and a hint to run with --help (@command NULL: "memres:
  * MESSAGE" alone), with --json also the JSON error; returns 2. */
 int memres_tool_usage_error (const char *command, const char *message);
+/* memres_tool_usage_error() with the message @format, whose one %s is @input as the user wrote
+ * it, shown printable (memres_tool_show_input()); returns 2. */
+G_GNUC_PRINTF (2, 0)
+int memres_tool_usage_error_input (const char *command, const char *format, const char *input);
 
 /* logs.c: the `log` layers of a stack. memres_tool_check_log_paths(): FALSE with
  * MEMRES_ERROR_FAILED when a `log` layer of @spec names (through any link) the same file as

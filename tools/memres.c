@@ -175,12 +175,9 @@ run_command (int argc, char **argv)
       for (i = 2; i < (gsize) argc; i++)
         if (strcmp (argv[i], "--json") != 0 && strcmp (argv[i], "-j") != 0)
           {
-            g_autofree char *shown = memres_tool_show_input (argv[i]);
-            g_autofree char *message = g_strdup_printf (
-                "--version: unexpected argument \"%s\" (it takes only --json)", shown);
-
             memres_tool_set_json_errors (wants_json (argc, argv));
-            return memres_tool_usage_error (NULL, message);
+            return memres_tool_usage_error_input (
+                NULL, "--version: unexpected argument \"%s\" (it takes only --json)", argv[i]);
           }
       return print_version (wants_json (argc, argv));
     }

@@ -246,6 +246,15 @@ memres_tool_usage_error (const char *command, const char *message)
   return report (command, message, NULL, 2);
 }
 
+int
+memres_tool_usage_error_input (const char *command, const char *format, const char *input)
+{
+  g_autofree char *shown = memres_tool_show_input (input);
+  g_autofree char *message = g_strdup_printf (format, shown);
+
+  return report (command, message, NULL, 2);
+}
+
 GStrv
 memres_tool_flag_names (MemresMemoryFlags flags)
 {
