@@ -27,11 +27,13 @@ count_resize (MemresBuffer *buf, MemresResource *owner, gint64 delta)
 }
 
 /* An empty buffer (memres_resource_allocate() of 0 bytes: address 0, no slot ever saw it) grows
- * as memres_resource_allocate() would have made it: the allocate slot of its resource, under its
- * tag, the top layer's usage counted (the layers below count theirs in memres_upstream_allocate(),
- * a counted layer in its slot), a tagged buffer of a stack that can sleep linked into its tag's
- * list. A kind's resize slot is never given a record it did not fill (arena read the block of
- * the record's plugin_data, NULL: SIGSEGV). */
+ * as memres_resource_allocate() would have made it: the allocate slot of its resource on its own
+ * record, under its tag, through buffer.c's calls (hot-path.h: _memres_buffer_slot_allocate(),
+ * the record marked and the thread's call record, checked as _memres_resource_call_allocate()
+ * checks), the top layer's usage counted (the layers below count theirs in
+ * memres_upstream_allocate(), a counted layer in its slot), a tagged buffer of a stack that can
+ * sleep linked into its tag's list. A kind's resize slot is never given a record it did not fill
+ * (arena read the block of the record's plugin_data, NULL: SIGSEGV). */
 static gboolean
 resize_empty (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)
 {
@@ -39,23 +41,21 @@ resize_empty (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **e
   gboolean tagged = buf->tag != 0 && mr->tags_wanted != 0;
   gboolean sleeps = tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP);
   GError *local = NULL;
+  GError *failure = NULL;
   gboolean ok;
 
   if (new_size == 0)
     return TRUE;
   if (sleeps && !_memres_sleep_check_tag (mr, buf->tag, error))
     return FALSE;
-  /* the record's mark (memres-plugin.h) and the thread's call record, as allocate_fast() */
-  buf->alloc = (MemresAllocation){ 0, tagged ? MEMRES_ALLOCATION_TAGGED : 0, NULL };
-  if (tagged)
-    _memres_thread.call_record = &buf->alloc;
-  ok = _memres_resource_call_allocate (mr, new_size, stream, &buf->alloc, &local);
-  if (tagged)
-    _memres_thread.call_record = NULL;
+  ok = _memres_buffer_slot_allocate (buf, mr, new_size, stream, tagged, &local);
+  ok = _memres_resource_alloc_result (mr, "allocate", ok, &local, new_size, stream, &buf->alloc,
+                                      &failure);
+  _memres_buffer_call_end (tagged);
   if (!ok)
     {
       buf->alloc = (MemresAllocation){ 0, 0, NULL };
-      return _memres_buffer_allocation_failed (mr, new_size, local, error);
+      return _memres_buffer_allocation_failed (mr, new_size, failure, error);
     }
   if (mr->counts == NULL)
     _memres_resource_count_used (mr, (gint64) buf->alloc.size);
@@ -64,9 +64,7 @@ resize_empty (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **e
       /* its tag fell asleep meanwhile: the memory goes back, the buffer stays empty */
       gsize size = buf->alloc.size;
 
-      _memres_thread.call_record = &buf->alloc;
-      _memres_resource_call_deallocate (mr, &buf->alloc, stream, NULL);
-      _memres_thread.call_record = NULL;
+      _memres_buffer_call_deallocate (buf, mr, stream, TRUE, NULL);
       if (mr->counts == NULL)
         _memres_resource_count_used (mr, -(gint64) size);
       buf->alloc = (MemresAllocation){ 0, 0, NULL };

@@ -254,16 +254,9 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
   /* the thread's stripe, before the slot call: after it, its count makes no call (a call there
    * would keep values in the registers that the slot call's need) */
   _memres_stripe_current ();
-  buf->alloc.address = 0;
-  /* the record's mark (memres-plugin.h), which a kind reads before it asks for the tag */
-  buf->alloc.size = tagged ? MEMRES_ALLOCATION_TAGGED : 0;
-  buf->alloc.plugin_data = NULL;
   buf->state = MEMRES_BUFFER_OPEN_STATE (tag); /* read through the call record (tags.h) */
-  /* marked for the layers that read tags, and in a stack that can sleep, whose kinds place a
-   * buffer by its tag (arena: a granule serves one tag) */
-  if (tagged)
-    _memres_thread.call_record = &buf->alloc;
-  ok = _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, &local);
+  /* the record marked, the thread's call record when tagged (hot-path.h) */
+  ok = _memres_buffer_slot_allocate (buf, mr, size, stream, tagged, &local);
 
   /* the checks of _memres_resource_call_allocate(), on the record the kind filled (with the
    * call record still set: a counted layer takes back a refused record's counts under its tag) */
@@ -271,8 +264,7 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
     buf = allocate_checked (mr, buf, size, stream, ok, local, error);
   else
     buf = allocate_done (mr, buf, stream);
-  if (tagged) /* no test: NULL already where it was not set */
-    _memres_thread.call_record = NULL;
+  _memres_buffer_call_end (tagged);
   /* a tagged buffer of a stack that can sleep, into its tag's list on the thread's stripe (the
    * untagged copy has no test) */
   if (tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP) && G_LIKELY (buf != NULL)
@@ -341,14 +333,8 @@ release_slot (MemresBuffer *buf, MemresResource *mr, MemresStream stream, gboole
 {
   guint64 address = buf->alloc.address;
 
-  if (tagged) /* its tag uncounted (tags.h), its tag's placement told (sleep) */
-    {
-      _memres_thread.call_record = &buf->alloc;
-      *ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
-      _memres_thread.call_record = NULL;
-    }
-  else
-    *ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+  /* tagged: its tag uncounted (tags.h), its tag's placement told (sleep) */
+  *ok = _memres_buffer_call_deallocate (buf, mr, stream, tagged, error);
   return G_LIKELY (*ok) || address == 0 || buf->alloc.address != address;
 }
 

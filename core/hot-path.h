@@ -552,4 +552,49 @@ _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, M
   return _memres_resource_deallocate_result_slow (mr, ok, &local, address, alloc, error);
 }
 
+/* The slot calls on a buffer's own allocation record (MemresBuffer.alloc), for buffer.c's
+ * allocate and close and buffer-resize.c's growth of an empty buffer: @tagged (a constant where
+ * it is inlined) says that the buffer has a tag that @mr's stack wants (MemresResource.tags_wanted,
+ * tags.h), and then its record is the thread's call record while the slot runs, so that the
+ * counted layers it goes through count it under its tag and the kinds of a stack that can sleep
+ * place it by its tag. _memres_buffer_slot_allocate(): the record marked as memres-plugin.h says
+ * (MEMRES_ALLOCATION_TAGGED for a tagged record, which a kind reads before it asks for the tag;
+ * the tag is read from MemresBuffer.state, set by the caller), then @mr's allocate slot for
+ * @size bytes, unchecked (the caller checks the result as _memres_resource_call_allocate() does)
+ * with the call record still set, so that a counted layer takes back a refused record's counts
+ * under its tag; _memres_buffer_call_end() then clears it. _memres_buffer_call_deallocate(): the
+ * checked deallocate slot (_memres_resource_call_deallocate()), the call record set around it. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_buffer_slot_allocate (MemresBuffer *buf, MemresResource *mr, gsize size,
+                              MemresStream stream, gboolean tagged, GError **error)
+{
+  buf->alloc.address = 0;
+  buf->alloc.size = tagged ? MEMRES_ALLOCATION_TAGGED : 0;
+  buf->alloc.plugin_data = NULL;
+  if (tagged)
+    _memres_thread.call_record = &buf->alloc;
+  return _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, error);
+}
+
+G_ALWAYS_INLINE static inline void
+_memres_buffer_call_end (gboolean tagged)
+{
+  if (tagged) /* no test: NULL already where it was not set */
+    _memres_thread.call_record = NULL;
+}
+
+G_ALWAYS_INLINE static inline gboolean
+_memres_buffer_call_deallocate (MemresBuffer *buf, MemresResource *mr, MemresStream stream,
+                                gboolean tagged, GError **error)
+{
+  gboolean ok;
+
+  if (!tagged)
+    return _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+  _memres_thread.call_record = &buf->alloc;
+  ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+  _memres_thread.call_record = NULL;
+  return ok;
+}
+
 G_END_DECLS

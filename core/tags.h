@@ -3,8 +3,9 @@
  * scope tag and whether any device or stream default is set (one OR and one branch when neither
  * is), the tag an allocation made on a thread without a scope gets from its stream or device,
  * and the record of the allocate or close in progress that a counted layer counts under its tag
- * (buffer.c sets it around the slot call of a tagged buffer; memres-private.h's counted slots
- * read it). Included by memres-private.h. */
+ * (buffer.c and buffer-resize.c set it around the slot call of a tagged buffer, through
+ * hot-path.h's _memres_buffer_slot_allocate() and _memres_buffer_call_deallocate(); counting.h's
+ * counted slots read it). Included by memres-private.h. */
 #pragma once
 
 #include <memres/memres-plugin.h>
