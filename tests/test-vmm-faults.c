@@ -411,6 +411,134 @@ test_faults_close (void)
     }
 }
 
+/* --- the core's empty buffer (core/buffer-resize.c) ---------------------------------------- */
+
+/* An empty buffer (0 bytes, address 0) of a tag, grown through `stats>vmm`: the upstream of the
+ * counted layer fails. */
+typedef struct
+{
+  MemresResource *mr;
+  MemresBuffer *buf;
+  const char *tag;
+  gsize new_size;      /* bytes it grows to (gran() asks the driver: not inside the sweep) */
+  guint64 count_total; /* what `stats` counted for the tag before the growth */
+} EmptyData;
+
+static void
+empty_prepare (EmptyData *d)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresTagScope) scope = memres_tag_scope_begin (d->tag, &error);
+
+  g_assert_no_error (error);
+  d->buf = allocate (d->mr, 0);
+  d->count_total = tag_counts (d->mr, d->tag).count_total;
+}
+
+/* A failed growth leaves the buffer exactly as it was: open, empty, nothing counted (the
+ * resource's usage, the layer below's, the tag's); an out-of-memory error carries the stack's
+ * report (core/oom-report.c). */
+static void
+assert_still_empty (EmptyData *d, const GError *error)
+{
+  MemresTagCounts t = tag_counts (d->mr, d->tag);
+  MemresStats s = stats (d->mr);
+
+  g_assert_false (memres_buffer_is_closed (d->buf));
+  g_assert_cmpuint (memres_buffer_get_address (d->buf), ==, 0);
+  g_assert_cmpuint (memres_buffer_get_size (d->buf), ==, 0);
+  g_assert_cmpuint (s.n_buffers, ==, 1);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  g_assert_cmpuint (stats (memres_resource_get_upstream (d->mr)).used_current, ==, 0);
+  g_assert_cmpuint (t.bytes_current, ==, 0);
+  g_assert_cmpuint (t.count_current, ==, 0);
+  g_assert_cmpuint (t.count_total, ==, d->count_total);
+  if (g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+    g_assert_nonnull (strstr (error->message, ". Out of memory, "));
+}
+
+static gboolean
+op_grow_empty (gpointer data, GError **error)
+{
+  EmptyData *d = data;
+
+  if (memres_buffer_resize (d->buf, d->new_size, NULL, error))
+    return TRUE;
+  assert_still_empty (d, *error);
+  return FALSE;
+}
+
+static void
+undo_grow_empty (gpointer data)
+{
+  EmptyData *d = data;
+
+  close_buffer (g_steal_pointer (&d->buf));
+  empty_prepare (d);
+}
+
+/* Each driver call of the growth of an empty buffer fails in turn, with
+ * CUDA_ERROR_OUT_OF_MEMORY (MEMRES_ERROR_OUT_OF_MEMORY) and with CUDA_ERROR_UNKNOWN (a
+ * MEMRES_CUDA_ERROR of that code): the resize fails with it, the buffer is left empty and
+ * nothing is counted or left on the device (assert_still_empty(), mt_fault_sweep()); then the
+ * buffer grows, its bytes usable, counted under its tag. */
+static void
+test_faults_grow_from_empty (void)
+{
+  static const CUresult codes[] = { CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN };
+  EmptyData d = { .tag = "vmm-faults-empty" };
+  g_autoptr (GError) error = NULL;
+  FakeCudaCounts base;
+  MemresTagCounts t;
+  gsize g;
+
+  g_test_summary ("Each driver call of an empty buffer's growth through stats>vmm failing in turn "
+                  "(out of memory, and another CUresult): the resize fails with that error, the "
+                  "buffer stays empty and open, nothing is counted or left on the device; then it "
+                  "grows.");
+  if (!require_device ())
+    return;
+  if (!mt_require_fake ("injects faults"))
+    return;
+  g = gran ();
+  d.new_size = 2 * g;
+  mt_fake_counts_begin (&base);
+  d.mr = mt_new_printf_ok ("stats>vmm:chunk=%" G_GSIZE_FORMAT, g);
+  empty_prepare (&d);
+  for (gsize i = 0; i < G_N_ELEMENTS (codes); i++)
+    /* reserve, 2 × (create, map), set access */
+    g_assert_cmpint (mt_fault_sweep ("growing an empty buffer", op_grow_empty, undo_grow_empty, &d,
+                                     codes[i], NULL),
+                     >=, 6);
+  /* the first call, the reservation, out of memory: the message says the growth as an
+   * allocation's */
+  mt_fake_fail_call ("cuMemAddressReserve", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  g_assert_false (memres_buffer_resize (d.buf, g + 1, NULL, &error));
+  mt_fake_reset_faults ();
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  {
+    g_autofree char *want = g_strdup_printf (
+        "cannot allocate %" G_GSIZE_FORMAT " bytes: reserving %" G_GSIZE_FORMAT
+        " bytes of address space: cuMemAddressReserve: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+        g + 1, 2 * g);
+
+    mt_assert_oom_cause (error, want);
+  }
+  assert_still_empty (&d, error);
+  g_clear_error (&error);
+  resize (d.buf, g + 1);
+  write_pattern (d.buf, 0, 2 * g, 22);
+  check_pattern (d.buf, 0, 2 * g, 22);
+  t = tag_counts (d.mr, d.tag);
+  g_assert_cmpuint (t.bytes_current, ==, 2 * g);
+  g_assert_cmpuint (t.count_current, ==, 1);
+  g_assert_cmpuint (t.count_total, ==, d.count_total + 1);
+  close_buffer (g_steal_pointer (&d.buf));
+  check_still_works (d.mr);
+  g_clear_pointer (&d.mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -423,5 +551,6 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/faults/move-commit", test_faults_move_commit);
   g_test_add_func ("/vmm/faults/shrink", test_faults_shrink);
   g_test_add_func ("/vmm/faults/shrink-split", test_faults_shrink_split);
+  g_test_add_func ("/vmm/faults/grow-from-empty", test_faults_grow_from_empty);
   return g_test_run ();
 }

@@ -445,29 +445,138 @@ test_shrink_to_zero (void)
   mt_assert_fake_counts_equal (&base);
 }
 
-/* The core's empty buffer (no memory, address 0) grows into a real one. */
+/* --- the core's empty buffer (core/buffer-resize.c) ---------------------------------------- */
+
+/* The core's empty buffer (0 bytes, address 0, never seen by the kind) resized to 0 stays empty
+ * without a driver call; grown (0 → N), it is an allocation of its own: its bytes usable, the
+ * resource's usage and its one buffer counted; shrunk (N → 0), its usage is 0 and it stays open;
+ * grown again and closed, nothing is counted or left on the device. */
 static void
 test_grow_from_empty (void)
 {
   FakeCudaCounts base;
   g_autoptr (MemresResource) mr = NULL;
   MemresBuffer *buf;
+  MemresStats s;
+  long reserves = 0;
+  gsize g;
 
+  g_test_summary ("An empty buffer (0 bytes, address 0) resized to 0 stays empty without a driver "
+                  "call; grown (0 -> N) it holds N usable bytes, counted in the usage; shrunk "
+                  "(N -> 0) its usage is 0 and it stays open; closed, nothing is left.");
   if (!require_device ())
     return;
+  g = gran ();
   mt_fake_counts_begin (&base);
-  mr = mt_new_printf_ok ("vmm");
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, 0);
   g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
   g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+  s = stats (mr);
+  g_assert_cmpuint (s.n_buffers, ==, 1);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  if (mt_driver_is_fake ())
+    reserves = mt_fake_call_count ("cuMemAddressReserve");
   resize (buf, 0);
   g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
-  resize (buf, gran () + 1);
-  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 2 * gran ());
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuMemAddressReserve"), ==, reserves);
+  /* 0 → N: two granules, every byte usable */
+  resize (buf, g + 1);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 2 * g);
   g_assert_cmpuint (memres_buffer_get_address (buf), !=, 0);
-  write_pattern (buf, 0, 2 * gran (), 19);
-  check_pattern (buf, 0, 2 * gran (), 19);
+  write_pattern (buf, 0, 2 * g, 19);
+  check_pattern (buf, 0, 2 * g, 19);
+  s = stats (mr);
+  g_assert_cmpuint (s.n_buffers, ==, 1);
+  g_assert_cmpuint (s.used_current, ==, 2 * g);
+  g_assert_cmpuint (s.used_high, ==, 2 * g);
+  /* N → 0: nothing used, the buffer still open */
+  resize (buf, 0);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+  g_assert_false (memres_buffer_is_closed (buf));
+  s = stats (mr);
+  g_assert_cmpuint (s.n_buffers, ==, 1);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  g_assert_cmpuint (s.reserved_current, ==, 0);
+  /* and grown again */
+  resize (buf, g);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, g);
+  write_pattern (buf, 0, g, 20);
+  check_pattern (buf, 0, g, 20);
+  g_assert_cmpuint (stats (mr).used_current, ==, g);
   close_buffer (buf);
+  s = stats (mr);
+  g_assert_cmpuint (s.n_buffers, ==, 0);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* An empty buffer of a tag grown through `stats>vmm` (0 → N): its allocation counted under its
+ * tag, as memres_resource_allocate() would have counted it (the allocate slot runs with the
+ * buffer's record as the thread's call record), and in the layer below; shrunk (N → 0), the
+ * tag's bytes are 0 and its allocation still open; closed, nothing of the tag is left. */
+static void
+test_grow_from_empty_tagged (void)
+{
+  const char *tag = "vmm-resize-empty";
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresStatsCounters c;
+  MemresTagCounts t;
+  MemresBuffer *buf;
+  gsize g;
+
+  g_test_summary ("An empty buffer of a tag grown through stats>vmm is counted under its tag and "
+                  "in the layer below; shrunk to 0 its tag's bytes are 0; closed, the tag's "
+                  "counts are back to 0.");
+  if (!require_device ())
+    return;
+  g = gran ();
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("stats>vmm:chunk=%" G_GSIZE_FORMAT, g);
+  g_assert_true (memres_tag_push (tag, &error));
+  g_assert_no_error (error);
+  buf = allocate (mr, 0);
+  g_assert_true (memres_tag_pop (tag, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (memres_buffer_get_tag (buf), ==, tag);
+  /* no slot saw it: nothing counted */
+  t = tag_counts (mr, tag);
+  g_assert_cmpuint (t.count_total, ==, 0);
+  g_assert_cmpuint (t.bytes_current, ==, 0);
+  resize (buf, 3 * g);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 3 * g);
+  write_pattern (buf, 0, 3 * g, 21);
+  check_pattern (buf, 0, 3 * g, 21);
+  t = tag_counts (mr, tag);
+  g_assert_cmpuint (t.bytes_current, ==, 3 * g);
+  g_assert_cmpuint (t.bytes_peak, ==, 3 * g);
+  g_assert_cmpuint (t.count_current, ==, 1);
+  g_assert_cmpuint (t.count_total, ==, 1);
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (c.bytes_current, ==, 3 * g);
+  g_assert_cmpuint (c.count_current, ==, 1);
+  g_assert_cmpuint (stats (mr).used_current, ==, 3 * g);
+  g_assert_cmpuint (stats (memres_resource_get_upstream (mr)).used_current, ==, 3 * g);
+  resize (buf, 0);
+  t = tag_counts (mr, tag);
+  g_assert_cmpuint (t.bytes_current, ==, 0);
+  g_assert_cmpuint (t.bytes_peak, ==, 3 * g);
+  g_assert_cmpuint (t.count_current, ==, 1);
+  g_assert_cmpuint (stats (memres_resource_get_upstream (mr)).used_current, ==, 0);
+  close_buffer (buf);
+  t = tag_counts (mr, tag);
+  g_assert_cmpuint (t.bytes_current, ==, 0);
+  g_assert_cmpuint (t.count_current, ==, 0);
+  g_assert_cmpuint (t.count_total, ==, 1);
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_cmpuint (c.bytes_current, ==, 0);
+  g_assert_cmpuint (c.count_current, ==, 0);
+  g_assert_cmpuint (stats (memres_resource_get_upstream (mr)).used_current, ==, 0);
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -483,6 +592,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/grow/probe-fails", test_grow_probe_fails);
   g_test_add_func ("/vmm/grow/rollback-deinitialized", test_rollback_deinitialized);
   g_test_add_func ("/vmm/grow/from-empty", test_grow_from_empty);
+  g_test_add_func ("/vmm/grow/from-empty-tagged", test_grow_from_empty_tagged);
   g_test_add_func ("/vmm/shrink/chunks", test_shrink);
   g_test_add_func ("/vmm/shrink/partial-chunk", test_shrink_partial_chunk);
   g_test_add_func ("/vmm/shrink/to-zero", test_shrink_to_zero);

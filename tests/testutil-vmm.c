@@ -147,6 +147,18 @@ stats (MemresResource *mr)
   return s;
 }
 
+MemresTagCounts
+tag_counts (MemresResource *mr, const char *tag)
+{
+  g_autoptr (GError) error = NULL;
+  MemresTagCounts t;
+
+  gboolean ok = memres_resource_get_tag_counts (mr, tag, &t, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  return t;
+}
+
 void
 vmm_test_init (int *argc, char ***argv)
 {

@@ -6,7 +6,6 @@
 
 extern const MemresCudaDriver *drv;
 
-
 gboolean require_device (void);
 
 gsize granularity (CUmemLocationType type, CUmemAllocationGranularity_flags flag);
@@ -36,6 +35,9 @@ void unblock (VmmBlocker *b);
 CUmemAccess_flags get_access (MemresBuffer *buf, int device);
 
 MemresStats stats (MemresResource *mr);
+
+/* memres_resource_get_tag_counts() of a counted layer (`stats`) for @tag, asserted to succeed. */
+MemresTagCounts tag_counts (MemresResource *mr, const char *tag);
 
 /* mt_init() of the vmm programs; against the fake, first two devices (for the peer tests) and
  * 8 GiB each (FAKECUDA_DEVICES, FAKECUDA_DEVICE_MEMORY, unless set). */
