@@ -229,15 +229,32 @@ check_range (MemresBuffer *buf, gsize offset, gsize n_bytes, GError **error)
   return TRUE;
 }
 
-/* Copies @n_bytes between host memory and the buffer, then waits for @stream. */
+/* memres_buffer_read() (@to_buffer FALSE: from the buffer at @offset into @host) and
+ * memres_buffer_write() (TRUE: from @host into the buffer): the buffer open and awake (@what:
+ * "read", "write"), the range inside it; memmove() for host-only memory (@host may be inside the
+ * buffer: a memoryview of it from Python), else cuMemcpyAsync() on @stream, then a wait for
+ * @stream. */
 static gboolean
-transfer_sync (MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_bytes,
-               MemresStream stream, GError **error)
+transfer_host (MemresBuffer *buf, const char *what, gsize offset, guintptr host, gsize n_bytes,
+               gboolean to_buffer, MemresStream stream, GError **error)
 {
   MemresStreamContext t;
+  CUdeviceptr at, dst, src;
   CUresult res;
   const char *call = "cuMemcpyAsync";
 
+  if (!check_open (buf, what, error) || !check_range (buf, offset, n_bytes, error))
+    return FALSE;
+  if (n_bytes == 0)
+    return TRUE;
+  at = buf->alloc.address + offset;
+  dst = to_buffer ? at : host;
+  src = to_buffer ? host : at;
+  if (is_host_only (buf))
+    {
+      memmove ((gpointer) (guintptr) dst, (gconstpointer) (guintptr) src, n_bytes);
+      return TRUE;
+    }
   if (!_memres_stream_context_begin (&t, _memres_buffer_context_device (buf), stream, error))
     return FALSE;
   res = t.drv->cuMemcpyAsync (dst, src, n_bytes, (CUstream) stream);
@@ -281,18 +298,7 @@ memres_buffer_read (MemresBuffer *buf, gsize offset, gpointer dest, gsize n_byte
   g_return_val_if_fail (buf != NULL, FALSE);
   g_return_val_if_fail (dest != NULL || n_bytes == 0, FALSE);
 
-  if (!check_open (buf, "read", error) || !check_range (buf, offset, n_bytes, error))
-    return FALSE;
-  if (n_bytes == 0)
-    return TRUE;
-  if (is_host_only (buf))
-    {
-      /* @dest may be inside the buffer (a memoryview of it from Python): memmove */
-      memmove (dest, (guint8 *) (guintptr) buf->alloc.address + offset, n_bytes);
-      return TRUE;
-    }
-  return transfer_sync (buf, (CUdeviceptr) dest, (CUdeviceptr) (buf->alloc.address + offset),
-                        n_bytes, stream, error);
+  return transfer_host (buf, "read", offset, (guintptr) dest, n_bytes, FALSE, stream, error);
 }
 
 /**
@@ -324,18 +330,7 @@ memres_buffer_write (MemresBuffer *buf, gsize offset, gconstpointer src, gsize n
   g_return_val_if_fail (buf != NULL, FALSE);
   g_return_val_if_fail (src != NULL || n_bytes == 0, FALSE);
 
-  if (!check_open (buf, "write", error) || !check_range (buf, offset, n_bytes, error))
-    return FALSE;
-  if (n_bytes == 0)
-    return TRUE;
-  if (is_host_only (buf))
-    {
-      /* @src may be inside the buffer (a memoryview of it from Python): memmove */
-      memmove ((guint8 *) (guintptr) buf->alloc.address + offset, src, n_bytes);
-      return TRUE;
-    }
-  return transfer_sync (buf, (CUdeviceptr) (buf->alloc.address + offset), (CUdeviceptr) src,
-                        n_bytes, stream, error);
+  return transfer_host (buf, "write", offset, (guintptr) src, n_bytes, TRUE, stream, error);
 }
 
 /**
