@@ -323,16 +323,7 @@ deallocate_slow (Arena *self, Front *f, Block *b, MemresStream stream)
       g_mutex_unlock (&self->parts.lock);
       return TRUE;
     }
-  if (stream != MEMRES_STREAM_LEGACY)
-    {
-      g_autoptr (GError) local = NULL;
-
-      /* without an event (the record failed) the block is reused on its own stream only */
-      b->event = cache_event_record (&self->parts, stream, &local);
-      if (b->event != NULL && f != NULL)
-        cache_front_spill (&self->parts, f, b->cls, stream, b->event);
-    }
-  cache_shared_push (&self->parts, b);
+  cache_shared_put (&self->parts, f, b, stream);
   g_mutex_unlock (&self->parts.lock);
   return TRUE;
 }

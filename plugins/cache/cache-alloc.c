@@ -229,11 +229,7 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
       if (upstream_give_back (self, &b->up, block_tag_name (b), TRUE, caller_stream, &local)
           || b->up.address == 0)
         {
-          g_mutex_lock (&self->parts.lock);
-          reserve_sub (self, csize, up_size);
-          own_block_forget (self, b);
-          g_mutex_unlock (&self->parts.lock);
-          g_free (b);
+          own_block_returned (self, b, csize, up_size);
           return TRUE;
         }
       g_debug ("cache: returning a block of %" G_GSIZE_FORMAT " bytes failed, kept: %s", csize,
@@ -243,18 +239,7 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
       g_mutex_unlock (&self->parts.lock);
       return TRUE;
     }
-  /* on the legacy stream, its event is recorded when another stream takes it
-   * (cache_block_event()): nothing to share, so no spill */
-  if (self->parts.events && stream != MEMRES_STREAM_LEGACY)
-    {
-      g_autoptr (GError) local = NULL;
-
-      /* Without an event (the record failed) the block stays reusable on its own stream only. */
-      b->event = cache_event_record (&self->parts, stream, &local);
-      if (b->event != NULL && f != NULL)
-        cache_front_spill (&self->parts, f, b->cls, stream, b->event);
-    }
-  cache_shared_push (&self->parts, b);
+  cache_shared_put (&self->parts, f, b, stream);
   g_mutex_unlock (&self->parts.lock);
   return TRUE;
 }

@@ -159,6 +159,18 @@ own_block_forget (Cache *self, Block *b)
     g_hash_table_remove (self->own_blocks, b);
 }
 
+/* @b, a block of its own of @class_bytes bytes over @up_size upstream bytes, went back to the
+ * upstream: its bytes leave the counts and the block is freed. Lock not held. */
+static inline void
+own_block_returned (Cache *self, Block *b, guint64 class_bytes, guint64 up_size)
+{
+  g_mutex_lock (&self->parts.lock);
+  reserve_sub (self, class_bytes, up_size);
+  own_block_forget (self, b);
+  g_mutex_unlock (&self->parts.lock);
+  g_free (b);
+}
+
 /* cache-alloc.c */
 gboolean cache_allocate (MemresResource *mr, gsize size, MemresStream stream,
                          MemresAllocation *alloc, GError **error);

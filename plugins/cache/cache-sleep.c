@@ -494,11 +494,7 @@ cache_deallocate_asleep (Cache *self, Block *b, MemresAllocation *alloc, MemresS
   if (!memres_upstream_deallocate_for_tag (self->self_mr, &b->up, block_tag_name (b), stream,
                                            error))
     return FALSE; /* the upstream's close keeps what it could not release: so does the block */
-  g_mutex_lock (&self->parts.lock);
-  reserve_sub (self, csize, up_size);
-  own_block_forget (self, b);
-  g_mutex_unlock (&self->parts.lock);
-  g_free (b);
+  own_block_returned (self, b, csize, up_size);
   return TRUE;
 }
 

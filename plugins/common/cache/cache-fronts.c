@@ -320,6 +320,25 @@ cache_front_spill (CacheParts *self, Front *f, guint cls, MemresStream stream, C
     }
 }
 
+/* Puts @b, freed on @stream by the calling thread (its front @f, or NULL), in the shared bins.
+ * Where cross-stream reuse needs events and @stream is not the legacy stream (whose event is
+ * recorded when another stream takes the block: cache_block_event()), records one event on
+ * @stream for @b and spills the front's blocks of @b's class freed on @stream under it. Without
+ * an event (the record failed) @b stays reusable on its own stream only. Lock held. */
+void
+cache_shared_put (CacheParts *self, Front *f, Block *b, MemresStream stream)
+{
+  if (self->events && stream != MEMRES_STREAM_LEGACY)
+    {
+      g_autoptr (GError) local = NULL;
+
+      b->event = cache_event_record (self, stream, &local);
+      if (b->event != NULL && f != NULL)
+        cache_front_spill (self, f, b->cls, stream, b->event);
+    }
+  cache_shared_push (self, b);
+}
+
 /* ---- life ---- */
 
 void

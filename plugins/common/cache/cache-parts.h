@@ -186,6 +186,7 @@ Block *cache_own_front_take (CacheParts *self, guint cls, MemresStream stream, g
 void cache_fronts_drain_tag (CacheParts *self, guint tag);
 gboolean cache_front_lease_put (CacheParts *self, Front *f, Block *b, guint64 room);
 void cache_front_spill (CacheParts *self, Front *f, guint cls, MemresStream stream, CacheEvent *e);
+void cache_shared_put (CacheParts *self, Front *f, Block *b, MemresStream stream);
 
 /* ---- shared bins and events (cache-bins.c) ---- */
 
