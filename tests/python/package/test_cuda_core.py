@@ -467,8 +467,10 @@ def test_managed_buffer_advice_and_prefetch(device):
     # cuda.core's memory/test_managed_ops.py for memres's managed kind: read_mostly and
     # preferred_location round trips, accessed_by added and removed, prefetch and the last
     # prefetch location, discard; the location forms; memory that is not managed refused
-    # (ValueError), a closed buffer ClosedError, a device the driver lacks NoDeviceError
-    buf = memres.Resource("managed:device=0").allocate(1 << 16)
+    # (ValueError), a closed buffer ClosedError, a device the driver lacks NoDeviceError.
+    # pool=none (cuMemAllocManaged): driver 580 (CUDA 13.0) refuses cuMemAdvise on the memory of
+    # a managed pool with CUDA_ERROR_NOT_SUPPORTED (docs/managed.md; /managed/pool/advice skips)
+    buf = memres.Resource("managed:device=0,pool=none").allocate(1 << 16)
     buf.fill(0x5C)
     assert buf.read_mostly is False
     buf.read_mostly = True
