@@ -71,6 +71,80 @@ test_log_odd_paths (void)
   g_remove (file);
 }
 
+/* append=true onto a file of other columns (a log of other options, or not a log at all) is
+ * refused before a line is written, the file left as it was: lines of other columns under its
+ * header would make the whole log unreadable (replay, trace and view refuse it at its first
+ * such line, RMM's readers misread it). A file of the same header takes the lines. */
+static void
+test_log_append_other_columns (void)
+{
+  g_autofree char *file = temp_path ("log-append-columns.csv");
+  const char *const plain = "Thread,Time,Action,Pointer,Size,Stream\n"
+                            "1,00:00:00.000001,allocate,0x1000,16,0x0\n";
+  const struct
+  {
+    const char *contents;
+    const char *options;
+  } refused[] = {
+    { plain, "tags=true" },
+    { plain, "backtrace=true" },
+    { "Thread,Time,Action,Pointer,Size,Stream,Tag\n", "tags=false" },
+    { "Thread,Time,Action,Pointer,Size,Stream,Tag\n", "backtrace=true,tags=true" },
+    { "name,score\nada,3\n", "tags=false" },
+    { "Thread,Time,Action,Pointer,Size,Stream", "tags=false" }, /* no newline: cut short */
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
+    {
+      g_autofree char *spec
+          = g_strdup_printf ("log:path=%s,append=true,%s>host", file, refused[i].options);
+      g_autoptr (GError) error = NULL;
+      g_autofree char *text = NULL;
+
+      g_assert_true (g_file_set_contents (file, refused[i].contents, -1, NULL));
+      g_assert_null (memres_resource_new (spec, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_assert_nonnull (strstr (error->message, file));
+      g_assert_nonnull (strstr (error->message, "header"));
+      g_assert_true (g_file_get_contents (file, &text, NULL, NULL));
+      g_assert_cmpstr (text, ==, refused[i].contents);
+    }
+  /* a last line cut short: a line appended would be glued to it */
+  {
+    g_autofree char *spec = g_strdup_printf ("log:path=%s,append=true>host", file);
+    const char *cut = "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.000001,allo";
+    g_autoptr (GError) error = NULL;
+    g_autofree char *text = NULL;
+
+    g_assert_true (g_file_set_contents (file, cut, -1, NULL));
+    g_assert_null (memres_resource_new (spec, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "without a newline"));
+    g_assert_true (g_file_get_contents (file, &text, NULL, NULL));
+    g_assert_cmpstr (text, ==, cut);
+  }
+  /* the same columns: appended after the existing lines, no second header */
+  {
+    g_autofree char *spec = g_strdup_printf ("log:path=%s,append=true,tags=true>host", file);
+    g_autofree char *text = NULL;
+    g_auto (GStrv) lines = NULL;
+    MemresResource *mr;
+
+    g_assert_true (
+        g_file_set_contents (file, "Thread,Time,Action,Pointer,Size,Stream,Tag\n", -1, NULL));
+    mr = mt_new_ok (spec);
+    mt_close_ok (mt_alloc_ok (mr, 100, NULL), NULL);
+    memres_resource_unref (mr);
+    g_assert_true (g_file_get_contents (file, &text, NULL, NULL));
+    lines = g_strsplit (text, "\n", -1);
+    g_assert_cmpuint (g_strv_length (lines), ==, 4); /* header, allocate, free, "" */
+    g_assert_cmpstr (lines[0], ==, "Thread,Time,Action,Pointer,Size,Stream,Tag");
+    g_assert_nonnull (strstr (lines[1], ",allocate,"));
+    g_assert_true (g_str_has_suffix (lines[2], ",0x0,"));
+  }
+  g_remove (file);
+}
+
 static void
 test_log_lines (void)
 {
@@ -644,6 +718,7 @@ main (int argc, char **argv)
   register_kinds ();
   g_test_add_func ("/adaptors/log-lines", test_log_lines);
   g_test_add_func ("/adaptors/log-odd-paths", test_log_odd_paths);
+  g_test_add_func ("/adaptors/log-append-other-columns", test_log_append_other_columns);
   g_test_add_func ("/adaptors/log-threads", test_log_threads);
   g_test_add_func ("/adaptors/log-failed-free", test_log_failed_free);
   g_test_add_func ("/adaptors/log-rmm", test_log_rmm);
