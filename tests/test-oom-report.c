@@ -364,6 +364,33 @@ test_larger_than_device (void)
   }
 }
 
+/* A request of host memory larger than the host's memory and swap together (1 PiB, more than
+ * any machine's, and past the 128 TiB of a process's address space): no trim or kind serves it
+ * (before: "exhausted: `host` could not get 1 PiB", with a trim for remedy), whatever the
+ * stack. */
+static void
+test_larger_than_host (void)
+{
+  static const char *const specs[]
+      = { "host", "limit:max=2PiB>host", "retry>cache>host", "stats>track>host" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
+      g_autoptr (GError) error = allocate_oom (mr, (gsize) 1 << 50);
+
+      assert_contains (error->message, "Out of memory, too large: the request of 1 PiB is more "
+                                       "than the host has in all (");
+      assert_contains (error->message, " of memory and swap). Held: ");
+      g_assert_true (g_str_has_suffix (
+          error->message, "Remedy: no trim or kind makes the host larger: split the request "
+                          "into pieces the host can hold, or look at how its size was "
+                          "computed."));
+      g_assert_null (strstr (error->message, "exhausted"));
+      g_assert_null (strstr (error->message, "trim ("));
+    }
+}
+
 /* The last report is the last one: a later failure replaces it. */
 static void
 test_last (void)
@@ -499,6 +526,7 @@ main (int argc, char **argv)
   g_test_add_func ("/oom-report/oversized", test_oversized);
   g_test_add_func ("/oom-report/oversized-words", test_oversized_words);
   g_test_add_func ("/oom-report/larger-than-device", test_larger_than_device);
+  g_test_add_func ("/oom-report/larger-than-host", test_larger_than_host);
   g_test_add_func ("/oom-report/last", test_last);
   g_test_add_func ("/oom-report/snapshot-file", test_snapshot_file);
   g_test_add_func ("/oom-report/snapshot-fifo", test_snapshot_fifo);
