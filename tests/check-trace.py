@@ -195,6 +195,25 @@ with tempfile.TemporaryDirectory() as d:
     check(all("tag" not in e["args"] for e in events if e["pid"] == 2 and e["ph"] == "i"),
           "a log without the Tag column: no tag in its instants")
 
+    # a Time that goes back by less than 12 hours (two threads' lines: each Time is taken before
+    # the lock that orders the lines, so a line may carry an earlier Time than the one before
+    # it): the line keeps its place, at the Time of the line before it; the counters keep the
+    # log's order and end where the log ends (they ended at 4096 bytes, the free drawn first)
+    back = os.path.join(d, "time-back.csv")
+    with open(back, "w") as f:
+        f.write("Thread,Time,Action,Pointer,Size,Stream\n"
+                "7,10:00:00.000010,allocate,0x1000,4096,0x0\n"
+                "8,10:00:00.000008,free,0x1000,4096,0x0\n"
+                "7,10:00:00.000009,allocate,0x1000,64,0x0\n"
+                "7,10:00:00.000020,free,0x1000,64,0x0\n")
+    r = subprocess.run([memres, "trace", back, "-o", out], capture_output=True, text=True)
+    check(r.returncode == 0, "memres trace of a log whose Time goes back: " + r.stderr.strip())
+    with open(out) as f:
+        events = json.load(f)["traceEvents"]
+    got = [(e["ts"], e["args"]["used"]) for e in events if e.get("name") == "used bytes"]
+    check(got == [(0, 4096), (0, 0), (0, 64), (10, 0)],
+          "a line whose Time goes back keeps its place at the time before it: %s" % got)
+
     # the call stacks: tests/stack-sites.c's log (log:backtrace=true); each allocate, allocate
     # failure and out of memory names its stack by its innermost frame's id (sf)
     sites_log = os.path.join(d, "sites.csv")

@@ -19,8 +19,9 @@
  * logged, decoded) is once under its parent, the frame that called it, as Perfetto's UI and
  * chrome://tracing read stacks. Times are the log's Time (local wall-clock HH:MM:SS.uuuuuu)
  * in microseconds since the first line of all the logs, a day added each time a log's time goes
- * back by more than 12 hours (past midnight). A malformed line is an error naming FILE:LINE (exit
- * status 2), as in replay. */
+ * back by more than 12 hours (past midnight), a line whose time goes back by less at the time of
+ * the line before it (log-walk.c): the events of a log keep its order. A malformed line is an
+ * error naming FILE:LINE (exit status 2), as in replay. */
 #include "memres-tool.h"
 
 #include <string.h>
