@@ -62,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -246,6 +247,20 @@ open_log (const char *path, gboolean append, const char *header, gboolean *empty
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "kind \"log\": \"%s\" is not a regular file (nor a character device such "
                    "as /dev/null)",
+                   path);
+      close (fd);
+      return -1;
+    }
+  /* one writer per file: each layer writes at its own offset (or, appending, its own lines into
+   * a log of its own), so two layers on one file, of one stack or of two, in this process or
+   * another, would overwrite or mix each other's lines. An exclusive flock(), held while the
+   * descriptor is open (until the layer's writer goes), taken before the file is truncated. */
+  if (S_ISREG (st.st_mode) && flock (fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"log\": \"%s\" is the file of another log layer (of this stack, "
+                   "another one, or another process) that is writing it: two layers would "
+                   "overwrite each other's lines; give each its own file",
                    path);
       close (fd);
       return -1;
