@@ -308,6 +308,12 @@ append_verdict (GString *s, Verdict verdict, const Layer *culprit, gsize size, g
         }
       g_string_append (s, ", request ");
       append_bytes (s, size);
+      /* more free than asked for, and still out of memory: the layers below map the device's
+       * memory in pieces (a pool's chunks, a mapping's granules) larger than what is free */
+      if (dev_free >= size)
+        g_string_append (s, ": more than the request is free, but not in the pieces the memory "
+                            "below takes (a pool or a mapping takes the device's memory in "
+                            "granules, 2 MiB on most devices)");
       break;
     }
 }
@@ -494,8 +500,8 @@ kept_copy (char *const *field)
  * memory) and the one remedy that fits (trim; a kind that does not strand memory; raise the limit;
  * split a request larger than the device or the host, or check how a size above %G_MAXSSIZE was
  * computed). The same text is the error's message; this keeps it for a caller that passed no
- * #GError or asks later, from any thread. Out-of-memory errors that an adaptor caught below the top of the stack
- * (the `cache` adaptor's flush, `retry`) make no report.
+ * #GError or asks later, from any thread. Out-of-memory errors that an adaptor caught below the top
+ * of the stack (the `cache` adaptor's flush, `retry`) make no report.
  *
  * Thread-safe.
  *

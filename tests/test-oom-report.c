@@ -165,6 +165,41 @@ test_exhausted (void)
   mt_close_ok (buf, NULL);
 }
 
+/* A device with less free than the granule the memory below maps but more than the request (1 MiB
+ * free, a request of 4 KiB): "exhausted: the device has 1 MiB free of 64 MiB, request 4 KiB"
+ * read as a contradiction; the verdict now says why more than the request was not enough. The
+ * device is filled with cuMemAlloc(), whose bytes no layer of the stack holds. */
+static void
+test_exhausted_granule (void)
+{
+  static const char *const specs[] = { "dmr:pool=new", "vmm", "cache>vmm" };
+  const MemresCudaDriver *drv;
+  gboolean pushed = FALSE;
+  CUdeviceptr taken = 0;
+
+  if (!mt_require_fake ("fills the fake's 64 MiB device"))
+    return;
+  drv = memres_cuda_get_driver (NULL);
+  g_assert_true (memres_cuda_push_context (0, &pushed, NULL));
+  g_assert_cmpint (drv->cuMemAlloc (&taken, 63 * MIB), ==, CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+  g_assert_cmpuint (device_free (), ==, 1 * MIB);
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
+      g_autoptr (GError) error = allocate_oom (mr, 4 * KIB);
+
+      assert_contains (error->message,
+                       "Out of memory, exhausted: the device has 1 MiB free of 64 MiB, request "
+                       "4 KiB: more than the request is free, but not in the pieces the memory "
+                       "below takes (");
+      g_assert_null (strstr (error->message, "too large"));
+    }
+  g_assert_true (memres_cuda_push_context (0, &pushed, NULL));
+  g_assert_cmpint (drv->cuMemFree (taken), ==, CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+}
+
 /* A cache whose free memory lies in blocks carved from chunks that are partly in use: 128 KiB
  * blocks (16 to a chunk of 2 MiB) fill the device, every other one is freed, and a request of
  * 1 MiB finds 32 MiB free in the cache, none of it in one piece, and none it can give back. The
@@ -521,6 +556,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/oom-report/pool-max-size/stats-dmr", "stats>dmr:pool=new,max_size=4MiB",
                         test_pool_max_size);
   g_test_add_func ("/oom-report/exhausted", test_exhausted);
+  g_test_add_func ("/oom-report/exhausted-granule", test_exhausted_granule);
   g_test_add_func ("/oom-report/fragmentation", test_fragmentation);
   g_test_add_func ("/oom-report/rescued-below", test_rescued_below);
   g_test_add_func ("/oom-report/oversized", test_oversized);
