@@ -542,6 +542,42 @@ test_snapshot_fifo (void)
   g_rmdir (dir);
 }
 
+/* MEMRES_OOM_SNAPSHOT naming the file of a log layer of the stack that failed: the snapshot is
+ * not written over the log (it was: renamed over it, the log's allocate failure and out of
+ * memory lines went to a file no name reached), a warning says why, the log stays whole. */
+static void
+test_snapshot_on_log (void)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *log = NULL;
+  g_autofree char *text = NULL;
+
+  if (g_test_subprocess ())
+    {
+      g_autofree char *spec = g_strdup_printf ("log:path=%s,flush=true>limit:max=1MiB>host",
+                                               g_getenv ("MEMRES_TEST_LOG"));
+      g_autoptr (MemresResource) mr = mt_new_ok (spec);
+      g_autoptr (GError) error = NULL;
+
+      g_setenv ("MEMRES_OOM_SNAPSHOT", g_getenv ("MEMRES_TEST_LOG"), TRUE);
+      error = allocate_oom (mr, 2 * MIB);
+      return;
+    }
+  dir = g_dir_make_tmp ("memres-oom-XXXXXX", NULL);
+  log = g_build_filename (dir, "alloc.csv", NULL);
+  g_setenv ("MEMRES_TEST_LOG", log, TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_unsetenv ("MEMRES_TEST_LOG");
+  g_test_trap_assert_failed (); /* the warning, fatal in a test */
+  g_test_trap_assert_stderr ("*cannot write the out-of-memory snapshot to MEMRES_OOM_SNAPSHOT*"
+                             "locked*");
+  g_assert_true (g_file_get_contents (log, &text, NULL, NULL));
+  g_assert_true (g_str_has_prefix (text, "Thread,Time,Action,Pointer,Size,Stream\n"));
+  assert_contains (text, ",allocate failure,0x0,2097152,");
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -566,5 +602,6 @@ main (int argc, char **argv)
   g_test_add_func ("/oom-report/last", test_last);
   g_test_add_func ("/oom-report/snapshot-file", test_snapshot_file);
   g_test_add_func ("/oom-report/snapshot-fifo", test_snapshot_fifo);
+  g_test_add_func ("/oom-report/snapshot-on-log", test_snapshot_on_log);
   return g_test_run ();
 }
