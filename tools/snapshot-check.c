@@ -4,8 +4,9 @@
  * type, down to every layer, block, segment, hole and import (a layer {"kind": 5} is refused
  * here, not drawn as nonsense by the page's script), and every index a stack holds into "frames"
  * and a block into "stacks" inside them (the page's tooltip read past them). Members the schema
- * does not name are let through: format 1 grows without a new format. The first wrong value is named by its JSON path
- * ("layers[0].kind"). A walk over the text as json-check.c scans it; nothing is built. */
+ * does not name are let through: format 1 grows without a new format. The first wrong value is
+ * named by its JSON path ("layers[0].kind"). A walk over the text as json-check.c scans it;
+ * nothing is built. */
 #include "memres-tool.h"
 
 #include <string.h>
