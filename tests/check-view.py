@@ -611,6 +611,10 @@ with tempfile.TemporaryDirectory() as d:
             (broken(lambda d: d["layers"][0]["blocks"].insert(0, dict(block, stack=0))),
              "layers[0].blocks[0].stack: 0 is not an index into stacks (the snapshot has 0)"),
             ('{"memres_allocator_snapshot": 1, "devices": {"0": %s, "1": %s}}'
+             % (json.dumps(good), broken(lambda d: d["layers"][0]["blocks"].insert(
+                 0, dict(block, stack=0)))),
+             "devices.1.layers[0].blocks[0].stack: 0 is not an index into stacks"),
+            ('{"memres_allocator_snapshot": 1, "devices": {"0": %s, "1": %s}}'
              % (json.dumps(good), broken(lambda d: d["layers"][0].update(adaptor="yes"))),
              'devices.1.layers[0].adaptor: "yes" is not true or false')]:
         open(other, "w").write(text)
