@@ -14,6 +14,7 @@
 #include "memres-private.h"
 #include "../sdk/file-writer.h"
 
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 static GMutex report_lock; /* MemresResource.oom_report of every resource */
@@ -21,7 +22,8 @@ static GMutex report_lock; /* MemresResource.oom_report of every resource */
 typedef enum
 {
   VERDICT_EXHAUSTED,
-  VERDICT_TOO_LARGE, /* more than any memory (above G_MAXSSIZE) or than the device has in all */
+  VERDICT_TOO_LARGE, /* more than any memory (above G_MAXSSIZE) or than the device (or, for host
+                      * memory, the host) has in all */
   VERDICT_FRAGMENTATION,
   VERDICT_LIMIT,
   VERDICT_LAYER, /* the layer's own words (MemresOomFigures.verdict) */
@@ -134,18 +136,41 @@ memory_is_device_only (const MemresResource *base)
          && !(flags & (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED));
 }
 
+/* Whether the stack's memory is the host's: host-accessible memory that is not managed (pageable
+ * or page-locked host memory, a pool located on the host), which cannot hold more than the host's
+ * memory and swap together. */
+static gboolean
+memory_is_host (const MemresResource *base)
+{
+  MemresMemoryFlags flags = base->info.flags;
+
+  return (flags & MEMRES_MEMORY_HOST_ACCESSIBLE) && !(flags & MEMRES_MEMORY_MANAGED);
+}
+
+/* The host's memory and swap together in bytes (sysinfo()), 0 when not known. */
+static guint64
+host_total (void)
+{
+  struct sysinfo si;
+
+  if (sysinfo (&si) != 0)
+    return 0;
+  return ((guint64) si.totalram + (guint64) si.totalswap) * MAX (si.mem_unit, 1u);
+}
+
 /* The verdict and the layer it is about (NULL for exhausted and too large): a request no
- * memory can hold (above G_MAXSSIZE) or larger than the device's whole memory (where the
- * stack's memory is the device's: @dev_total, 0 when not known), which no raised limit, no
+ * memory can hold (above G_MAXSSIZE) or larger than the whole memory of the stack (@whole: the
+ * device's where the stack's memory is the device's, the host's memory and swap where it is the
+ * host's; 0 when not known), which no raised limit, no
  * trim and no kind would serve; else a layer's own verdict, a layer that refused the request
  * or whose limit leaves less than it, else one whose free bytes would serve it but not in one
  * block, else exhaustion. */
 static Verdict
-judge (Layer *layers, guint n, gsize size, guint64 dev_total, Layer **culprit)
+judge (Layer *layers, guint n, gsize size, guint64 whole, Layer **culprit)
 {
   /* first: no limit raised, no address space or trim makes such a request fit */
   *culprit = NULL;
-  if (size > G_MAXSSIZE || (dev_total > 0 && size > dev_total))
+  if (size > G_MAXSSIZE || (whole > 0 && size > whole))
     return VERDICT_TOO_LARGE;
   for (guint i = 0; i < n; i++)
     if (layers[i].f.verdict != NULL)
@@ -224,7 +249,8 @@ append_layer (GString *s, const Layer *l)
 
 static void
 append_verdict (GString *s, Verdict verdict, const Layer *culprit, gsize size, gboolean have_device,
-                guint64 dev_free, guint64 dev_total, const Layer *base)
+                guint64 dev_free, guint64 dev_total, guint64 whole, gboolean host,
+                const Layer *base)
 {
   switch (verdict)
     {
@@ -252,9 +278,9 @@ append_verdict (GString *s, Verdict verdict, const Layer *culprit, gsize size, g
         g_string_append (s, " is more than any memory holds (at most 2^63 - 1 bytes)");
       else
         {
-          g_string_append (s, " is more than the device has in all (");
-          append_bytes (s, dev_total);
-          g_string_append (s, ")");
+          g_string_append_printf (s, " is more than the %s has in all (", host ? "host" : "device");
+          append_bytes (s, whole);
+          g_string_append (s, host ? " of memory and swap)" : ")");
         }
       break;
     case VERDICT_FRAGMENTATION:
@@ -282,12 +308,19 @@ append_verdict (GString *s, Verdict verdict, const Layer *culprit, gsize size, g
         }
       g_string_append (s, ", request ");
       append_bytes (s, size);
+      /* more free than asked for, and still out of memory: the layers below map the device's
+       * memory in pieces (a pool's chunks, a mapping's granules) larger than what is free */
+      if (dev_free >= size)
+        g_string_append (s, ": more than the request is free, but not in the pieces the memory "
+                            "below takes (a pool or a mapping takes the device's memory in "
+                            "granules, 2 MiB on most devices)");
       break;
     }
 }
 
 static void
-append_remedy (GString *s, Verdict verdict, const Layer *culprit, gsize size, guint64 cached_total)
+append_remedy (GString *s, Verdict verdict, const Layer *culprit, gsize size, gboolean host,
+               guint64 cached_total)
 {
   g_string_append (s, " Remedy: ");
   if (culprit != NULL && culprit->f.remedy != NULL)
@@ -297,6 +330,9 @@ append_remedy (GString *s, Verdict verdict, const Layer *culprit, gsize size, gu
      * an overflow) far more often than a wish */
     g_string_append (s, "check how the size was computed: a negative or overflowed count "
                         "read as an unsigned size asks for this much");
+  else if (verdict == VERDICT_TOO_LARGE && host)
+    g_string_append (s, "no trim or kind makes the host larger: split the request into pieces "
+                        "the host can hold, or look at how its size was computed");
   else if (verdict == VERDICT_TOO_LARGE)
     g_string_append (s, "no trim or kind makes the device larger: split the request into "
                         "pieces the device can hold, or use memory that can exceed the "
@@ -356,8 +392,8 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
   Layer *culprit;
   GString *s;
   guint n = 0;
-  guint64 cached_total = 0, dev_free = 0, dev_total = 0;
-  gboolean have_device, said = FALSE;
+  guint64 cached_total = 0, dev_free = 0, dev_total = 0, whole = 0;
+  gboolean have_device, host = FALSE, said = FALSE;
   Verdict verdict;
   char *old, *old_snapshot, *snapshot;
   gsize len;
@@ -372,9 +408,14 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
   for (guint i = 0; i < n; i++)
     cached_total += layer_cached (&layers[i]);
   have_device = _memres_device_mem_info (layers[n - 1].mr, &dev_free, &dev_total);
-  verdict
-      = judge (layers, n, size,
-               have_device && memory_is_device_only (layers[n - 1].mr) ? dev_total : 0, &culprit);
+  if (have_device && memory_is_device_only (layers[n - 1].mr))
+    whole = dev_total;
+  else if (memory_is_host (layers[n - 1].mr))
+    {
+      whole = host_total ();
+      host = whole > 0;
+    }
+  verdict = judge (layers, n, size, whole, &culprit);
 
   s = g_string_new (error->message);
   len = s->len;
@@ -382,7 +423,8 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
     len--;
   g_string_truncate (s, len);
   g_string_append (s, ". Out of memory, ");
-  append_verdict (s, verdict, culprit, size, have_device, dev_free, dev_total, &layers[n - 1]);
+  append_verdict (s, verdict, culprit, size, have_device, dev_free, dev_total, whole, host,
+                  &layers[n - 1]);
   g_string_append (s, ". Held: ");
   for (guint i = 0; i < n; i++)
     {
@@ -407,7 +449,7 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
   if (!said)
     g_string_append (s, "nothing the layers can say");
   g_string_append_c (s, '.');
-  append_remedy (s, verdict, culprit, size, cached_total);
+  append_remedy (s, verdict, culprit, size, host, cached_total);
   for (guint i = 0; i < n; i++)
     {
       g_free (layers[i].f.figures);
@@ -450,15 +492,16 @@ kept_copy (char *const *field)
  * report: one paragraph giving the verdict in words ("limit: `limit` allows 8 GiB, 7.9 GiB in use";
  * "fragmentation: 3.1 GiB free in `cache`, largest block 512 MiB, request 1 GiB"; "exhausted: the
  * device has 200 MiB free of 80 GiB"; "too large: the request of 100 GiB is more than the device
- * has in all (80 GiB)", for device memory, or than any memory holds, for a size above %G_MAXSSIZE:
- * judged first, since no raised limit or trim serves it), what each layer holds (used, cached and
+ * has in all (80 GiB)", for device memory, than the host's memory and swap together (sysinfo()),
+ * for host memory, or than any memory holds, for a size above %G_MAXSSIZE: judged first, since
+ * no raised limit or trim serves it), what each layer holds (used, cached and
  * reserved bytes from memres_resource_get_stats(), and what each layer's explain_oom slot adds: the
  * largest free block, a limit), the device's free and total bytes (cuMemGetInfo(), for device
  * memory) and the one remedy that fits (trim; a kind that does not strand memory; raise the limit;
- * split a request larger than the device, or check how a size above %G_MAXSSIZE was computed). The
- * same text is the error's message; this keeps it for a caller that passed no #GError or asks
- * later, from any thread. Out-of-memory errors that an adaptor caught below the top of the stack
- * (the `cache` adaptor's flush, `retry`) make no report.
+ * split a request larger than the device or the host, or check how a size above %G_MAXSSIZE was
+ * computed). The same text is the error's message; this keeps it for a caller that passed no
+ * #GError or asks later, from any thread. Out-of-memory errors that an adaptor caught below the top
+ * of the stack (the `cache` adaptor's flush, `retry`) make no report.
  *
  * Thread-safe.
  *

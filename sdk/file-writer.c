@@ -1,11 +1,15 @@
 /* memres - CUDA memory resources
  * file-writer.c: a whole file written where a user names it (file-writer.h): a regular file
- * replaced by a rename, a link followed to the file it leads to, anything else refused. */
+ * replaced by a rename, a link followed to the file it leads to, anything else refused, as is a
+ * regular file another writer holds locked (flock(): a log layer's log, a sleep's file). */
 #include "file-writer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static gboolean
 refuse (GError **error, const char *path, GFileError code, const char *why)
@@ -26,6 +30,22 @@ kind_of (mode_t mode)
   if (S_ISSOCK (mode))
     return "not a regular file but a socket: refused, to leave it as it is";
   return "not a regular file: refused, to leave it as it is";
+}
+
+/* Whether another writer holds @path locked with flock() (the log adaptor's log while a layer
+ * writes it, a sleep's file until its wake): renamed over, its writer's lines would go on into a
+ * file no name reaches. A file that cannot be opened to read is not known to be locked. */
+static gboolean
+is_locked (const char *path)
+{
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  gboolean locked;
+
+  if (fd < 0)
+    return FALSE;
+  locked = flock (fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close (fd); /* our shared lock, if taken, goes with it */
+  return locked;
 }
 
 gboolean
@@ -73,6 +93,10 @@ memres_file_replace (const char *path, const char *contents, gssize length, GErr
       if (!S_ISREG (st.st_mode))
         return refuse (error, path, G_FILE_ERROR_INVAL, kind_of (st.st_mode));
       mode = (int) (st.st_mode & 0777);
+      if (is_locked (target != NULL ? target : path))
+        return refuse (error, path, G_FILE_ERROR_INVAL,
+                       "a file another writer holds locked (a log layer writing its log, a "
+                       "sleep's file): refused, to leave it as it is");
     }
   /* GLib writes a temporary file beside the target (created with @mode, less the umask), then
    * renames it over the target; its error names that temporary file, which the user never

@@ -171,6 +171,49 @@ with tempfile.TemporaryDirectory() as d:
         check(layer == [u for u, _ in expected(path)[0]], "pid %d: the layer's track as before"
               % pid)
 
+    # the failures of a log with the Tag column: each instant names the tag of the request that
+    # failed (an allocate failure and its out of memory) or of the buffer whose free failed; a
+    # log without the column gives no tag
+    fails = os.path.join(d, "tagged-failures.csv")
+    with open(fails, "w") as f:
+        f.write("Thread,Time,Action,Pointer,Size,Stream,Tag\n"
+                "7,10:00:00.000001,allocate,0x1000,4096,0x0,weights\n"
+                "7,10:00:00.000002,allocate failure,0x0,1048576,0x0,act,x\n"
+                "7,10:00:00.000003,out of memory,0x0,1048576,0x0,act,x\n"
+                "7,10:00:00.000004,free failure,0x1000,4096,0x0,weights\n"
+                "7,10:00:00.000005,allocate failure,0x0,64,0x0,\n"
+                "7,10:00:00.000006,free,0x1000,4096,0x0,weights\n")
+    r = subprocess.run([memres, "trace", fails, hand, "-o", out], capture_output=True, text=True)
+    check(r.returncode == 0, "memres trace of a tagged log with failures: " + r.stderr.strip())
+    with open(out) as f:
+        events = json.load(f)["traceEvents"]
+    got = [(e["name"], e["args"]["size"], e["args"].get("tag")) for e in events
+           if e["pid"] == 1 and e["ph"] == "i"]
+    check(got == [("allocate failure", 1048576, "act,x"), ("out of memory", 1048576, "act,x"),
+                  ("free failure", 4096, "weights"), ("allocate failure", 64, "")],
+          "the failures' instants carry the tag of the Tag column: %s" % got)
+    check(all("tag" not in e["args"] for e in events if e["pid"] == 2 and e["ph"] == "i"),
+          "a log without the Tag column: no tag in its instants")
+
+    # a Time that goes back by less than 12 hours (two threads' lines: each Time is taken before
+    # the lock that orders the lines, so a line may carry an earlier Time than the one before
+    # it): the line keeps its place, at the Time of the line before it; the counters keep the
+    # log's order and end where the log ends (they ended at 4096 bytes, the free drawn first)
+    back = os.path.join(d, "time-back.csv")
+    with open(back, "w") as f:
+        f.write("Thread,Time,Action,Pointer,Size,Stream\n"
+                "7,10:00:00.000010,allocate,0x1000,4096,0x0\n"
+                "8,10:00:00.000008,free,0x1000,4096,0x0\n"
+                "7,10:00:00.000009,allocate,0x1000,64,0x0\n"
+                "7,10:00:00.000020,free,0x1000,64,0x0\n")
+    r = subprocess.run([memres, "trace", back, "-o", out], capture_output=True, text=True)
+    check(r.returncode == 0, "memres trace of a log whose Time goes back: " + r.stderr.strip())
+    with open(out) as f:
+        events = json.load(f)["traceEvents"]
+    got = [(e["ts"], e["args"]["used"]) for e in events if e.get("name") == "used bytes"]
+    check(got == [(0, 4096), (0, 0), (0, 64), (10, 0)],
+          "a line whose Time goes back keeps its place at the time before it: %s" % got)
+
     # the call stacks: tests/stack-sites.c's log (log:backtrace=true); each allocate, allocate
     # failure and out of memory names its stack by its innermost frame's id (sf)
     sites_log = os.path.join(d, "sites.csv")

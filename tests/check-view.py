@@ -600,6 +600,20 @@ with tempfile.TemporaryDirectory() as d:
              "layers[0].reserved: 1180591620717411303424 is neither an integer from 0 to 2^64 - 1 "
              "nor null"),
             (json.dumps(good)[:-1] + ', "device": 0}', ": device given twice"),
+            # a stack naming a frame, or a block naming a stack, the snapshot does not hold
+            # (the page's tooltip over the block threw a TypeError)
+            (broken(lambda d: (d.update(frames=["a(f+0x1) [0x1]"], stacks=[[2, 0, 5]]),
+                               d["layers"][0]["blocks"].insert(0, dict(block, stack=0)))),
+             "stacks[0][2]: 5 is not an index into frames (the snapshot has 1)"),
+            (broken(lambda d: (d.update(frames=["a(f+0x1) [0x1]"], stacks=[[1, 0]]),
+                               d["layers"][0]["blocks"].insert(0, dict(block, stack=3)))),
+             "layers[0].blocks[0].stack: 3 is not an index into stacks (the snapshot has 1)"),
+            (broken(lambda d: d["layers"][0]["blocks"].insert(0, dict(block, stack=0))),
+             "layers[0].blocks[0].stack: 0 is not an index into stacks (the snapshot has 0)"),
+            ('{"memres_allocator_snapshot": 1, "devices": {"0": %s, "1": %s}}'
+             % (json.dumps(good), broken(lambda d: d["layers"][0]["blocks"].insert(
+                 0, dict(block, stack=0)))),
+             "devices.1.layers[0].blocks[0].stack: 0 is not an index into stacks"),
             ('{"memres_allocator_snapshot": 1, "devices": {"0": %s, "1": %s}}'
              % (json.dumps(good), broken(lambda d: d["layers"][0].update(adaptor="yes"))),
              'devices.1.layers[0].adaptor: "yes" is not true or false')]:

@@ -3,10 +3,13 @@
  * view/trace/snapshot -o, MEMRES_OOM_SNAPSHOT, memres_allocator_write_snapshot()): a new file and
  * a regular file replaced (permissions kept), a symbolic link followed and kept, and what is
  * refused and left as it was: a directory, a FIFO, a device (/dev/null through a link, never
- * /dev/null itself), a link to nothing, a path in a missing directory. */
+ * /dev/null itself), a link to nothing, a path in a missing directory, a file another writer
+ * holds locked. */
 #include "../sdk/file-writer.h"
 
+#include <fcntl.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -138,6 +141,41 @@ test_refused (void)
   g_rmdir (sub);
 }
 
+/* A regular file another writer holds locked (flock(): a log layer writing its log, a sleep's
+ * file until its wake), directly or through a link: refused and left as it is, its writer's
+ * lines not renamed away from under it (MEMRES_OOM_SNAPSHOT set to the path of the log of the
+ * stack that failed replaced the log with the snapshot, the log's last lines written to a file
+ * no name reached); once the lock goes, it is replaced. */
+static void
+test_locked (void)
+{
+  g_autofree char *path = in_dir ("locked.csv");
+  g_autofree char *link = in_dir ("locked-link");
+  GError *error = NULL;
+  int fd;
+
+  g_assert_true (g_file_set_contents (path, "Thread,Time\n", -1, NULL));
+  g_assert_cmpint (symlink ("locked.csv", link), ==, 0);
+  fd = open (path, O_WRONLY | O_APPEND);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (flock (fd, LOCK_EX), ==, 0);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_assert_false (memres_file_replace (i == 0 ? path : link, "{}", -1, &error));
+      g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
+      g_assert_nonnull (strstr (error->message, "locked"));
+      g_clear_error (&error);
+    }
+  g_assert_cmpint (write (fd, "1,2\n", 4), ==, 4);
+  assert_contents (path, "Thread,Time\n1,2\n");
+  close (fd);
+  g_assert_true (memres_file_replace (link, "{}", -1, &error));
+  g_assert_no_error (error);
+  assert_contents (path, "{}");
+  g_remove (link);
+  g_remove (path);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -148,6 +186,7 @@ main (int argc, char **argv)
   g_test_add_func ("/file-writer/new-and-regular", test_new_and_regular);
   g_test_add_func ("/file-writer/link-followed", test_link_followed);
   g_test_add_func ("/file-writer/refused", test_refused);
+  g_test_add_func ("/file-writer/locked", test_locked);
   status = g_test_run ();
   g_rmdir (dir);
   g_free (dir);

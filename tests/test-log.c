@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <glib/gstdio.h>
 #include "testutil-adaptors.h"
@@ -68,6 +69,136 @@ test_log_odd_paths (void)
   g_assert_cmpuint (g_strv_length (lines), ==, 6); /* 5 lines, each ending in a newline */
   g_remove (fifo);
   g_rmdir (dir);
+  g_remove (file);
+}
+
+/* append=true onto a file of other columns (a log of other options, or not a log at all) is
+ * refused before a line is written, the file left as it was: lines of other columns under its
+ * header would make the whole log unreadable (replay, trace and view refuse it at its first
+ * such line, RMM's readers misread it). A file of the same header takes the lines. */
+static void
+test_log_append_other_columns (void)
+{
+  g_autofree char *file = temp_path ("log-append-columns.csv");
+  const char *const plain = "Thread,Time,Action,Pointer,Size,Stream\n"
+                            "1,00:00:00.000001,allocate,0x1000,16,0x0\n";
+  const struct
+  {
+    const char *contents;
+    const char *options;
+  } refused[] = {
+    { plain, "tags=true" },
+    { plain, "backtrace=true" },
+    { "Thread,Time,Action,Pointer,Size,Stream,Tag\n", "tags=false" },
+    { "Thread,Time,Action,Pointer,Size,Stream,Tag\n", "backtrace=true,tags=true" },
+    { "name,score\nada,3\n", "tags=false" },
+    { "Thread,Time,Action,Pointer,Size,Stream", "tags=false" }, /* no newline: cut short */
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
+    {
+      g_autofree char *spec
+          = g_strdup_printf ("log:path=%s,append=true,%s>host", file, refused[i].options);
+      g_autoptr (GError) error = NULL;
+      g_autofree char *text = NULL;
+
+      g_assert_true (g_file_set_contents (file, refused[i].contents, -1, NULL));
+      g_assert_null (memres_resource_new (spec, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_assert_nonnull (strstr (error->message, file));
+      g_assert_nonnull (strstr (error->message, "header"));
+      g_assert_true (g_file_get_contents (file, &text, NULL, NULL));
+      g_assert_cmpstr (text, ==, refused[i].contents);
+    }
+  /* a last line cut short: a line appended would be glued to it */
+  {
+    g_autofree char *spec = g_strdup_printf ("log:path=%s,append=true>host", file);
+    const char *cut = "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.000001,allo";
+    g_autoptr (GError) error = NULL;
+    g_autofree char *text = NULL;
+
+    g_assert_true (g_file_set_contents (file, cut, -1, NULL));
+    g_assert_null (memres_resource_new (spec, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "without a newline"));
+    g_assert_true (g_file_get_contents (file, &text, NULL, NULL));
+    g_assert_cmpstr (text, ==, cut);
+  }
+  /* the same columns: appended after the existing lines, no second header */
+  {
+    g_autofree char *spec = g_strdup_printf ("log:path=%s,append=true,tags=true>host", file);
+    g_autofree char *text = NULL;
+    g_auto (GStrv) lines = NULL;
+    MemresResource *mr;
+
+    g_assert_true (
+        g_file_set_contents (file, "Thread,Time,Action,Pointer,Size,Stream,Tag\n", -1, NULL));
+    mr = mt_new_ok (spec);
+    mt_close_ok (mt_alloc_ok (mr, 100, NULL), NULL);
+    memres_resource_unref (mr);
+    g_assert_true (g_file_get_contents (file, &text, NULL, NULL));
+    lines = g_strsplit (text, "\n", -1);
+    g_assert_cmpuint (g_strv_length (lines), ==, 4); /* header, allocate, free, "" */
+    g_assert_cmpstr (lines[0], ==, "Thread,Time,Action,Pointer,Size,Stream,Tag");
+    g_assert_nonnull (strstr (lines[1], ",allocate,"));
+    g_assert_true (g_str_has_suffix (lines[2], ",0x0,"));
+  }
+  g_remove (file);
+}
+
+/* One writer per log file: a second log layer on the file of one that is open (in the same stack,
+ * in another stack, by another name) is refused before it truncates or writes anything, as each
+ * layer writes at its own offset and the two overwrote each other's lines (a stack of two log
+ * layers on one file left one layer's lines, exit 0); once the first is finalized the file is
+ * free again. */
+static void
+test_log_one_writer (void)
+{
+  g_autofree char *file = temp_path ("log-one-writer.csv");
+  g_autofree char *link = temp_path ("log-one-writer-link.csv");
+  g_autofree char *both = NULL;
+  g_autofree char *first = NULL;
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  MemresResource *mr, *again;
+
+  g_assert_cmpint (symlink (file, link), ==, 0);
+  /* two layers of one stack */
+  both = g_strdup_printf ("log:path=%s>cache>log:path=%s>host", link, file);
+  {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_null (memres_resource_new (both, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, link));
+    g_assert_nonnull (strstr (error->message, "another log layer"));
+  }
+  /* a layer of another stack, appending or not: the first's lines stay whole */
+  first = g_strdup_printf ("log:path=%s>host", file);
+  mr = mt_new_ok (first);
+  mt_close_ok (mt_alloc_ok (mr, 100, NULL), NULL);
+  for (guint append = 0; append < 2; append++)
+    {
+      g_autofree char *spec
+          = g_strdup_printf ("log:path=%s,append=%s>host", link, append ? "true" : "false");
+      g_autoptr (GError) error = NULL;
+
+      g_assert_null (memres_resource_new (spec, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_assert_nonnull (strstr (error->message, "another log layer"));
+    }
+  mt_close_ok (mt_alloc_ok (mr, 200, NULL), NULL);
+  memres_resource_unref (mr);
+  g_assert_true (g_file_get_contents (file, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 6); /* header, 2 x (allocate, free), "" */
+  g_assert_nonnull (strstr (lines[1], ",allocate,"));
+  g_assert_nonnull (strstr (lines[3], ",allocate,"));
+  g_assert_true (g_str_has_suffix (lines[4], ",200,0x0"));
+  /* the first finalized: the file is free */
+  again = mt_new_ok (first);
+  memres_resource_unref (again);
+  g_remove (link);
   g_remove (file);
 }
 
@@ -644,6 +775,8 @@ main (int argc, char **argv)
   register_kinds ();
   g_test_add_func ("/adaptors/log-lines", test_log_lines);
   g_test_add_func ("/adaptors/log-odd-paths", test_log_odd_paths);
+  g_test_add_func ("/adaptors/log-append-other-columns", test_log_append_other_columns);
+  g_test_add_func ("/adaptors/log-one-writer", test_log_one_writer);
   g_test_add_func ("/adaptors/log-threads", test_log_threads);
   g_test_add_func ("/adaptors/log-failed-free", test_log_failed_free);
   g_test_add_func ("/adaptors/log-rmm", test_log_rmm);

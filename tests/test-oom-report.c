@@ -165,6 +165,41 @@ test_exhausted (void)
   mt_close_ok (buf, NULL);
 }
 
+/* A device with less free than the granule the memory below maps but more than the request (1 MiB
+ * free, a request of 4 KiB): "exhausted: the device has 1 MiB free of 64 MiB, request 4 KiB"
+ * read as a contradiction; the verdict now says why more than the request was not enough. The
+ * device is filled with cuMemAlloc(), whose bytes no layer of the stack holds. */
+static void
+test_exhausted_granule (void)
+{
+  static const char *const specs[] = { "dmr:pool=new", "vmm", "cache>vmm" };
+  const MemresCudaDriver *drv;
+  gboolean pushed = FALSE;
+  CUdeviceptr taken = 0;
+
+  if (!mt_require_fake ("fills the fake's 64 MiB device"))
+    return;
+  drv = memres_cuda_get_driver (NULL);
+  g_assert_true (memres_cuda_push_context (0, &pushed, NULL));
+  g_assert_cmpint (drv->cuMemAlloc (&taken, 63 * MIB), ==, CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+  g_assert_cmpuint (device_free (), ==, 1 * MIB);
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
+      g_autoptr (GError) error = allocate_oom (mr, 4 * KIB);
+
+      assert_contains (error->message,
+                       "Out of memory, exhausted: the device has 1 MiB free of 64 MiB, request "
+                       "4 KiB: more than the request is free, but not in the pieces the memory "
+                       "below takes (");
+      g_assert_null (strstr (error->message, "too large"));
+    }
+  g_assert_true (memres_cuda_push_context (0, &pushed, NULL));
+  g_assert_cmpint (drv->cuMemFree (taken), ==, CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+}
+
 /* A cache whose free memory lies in blocks carved from chunks that are partly in use: 128 KiB
  * blocks (16 to a chunk of 2 MiB) fill the device, every other one is freed, and a request of
  * 1 MiB finds 32 MiB free in the cache, none of it in one piece, and none it can give back. The
@@ -364,6 +399,33 @@ test_larger_than_device (void)
   }
 }
 
+/* A request of host memory larger than the host's memory and swap together (1 PiB, more than
+ * any machine's, and past the 128 TiB of a process's address space): no trim or kind serves it
+ * (before: "exhausted: `host` could not get 1 PiB", with a trim for remedy), whatever the
+ * stack. */
+static void
+test_larger_than_host (void)
+{
+  static const char *const specs[]
+      = { "host", "limit:max=2PiB>host", "retry>cache>host", "stats>track>host" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
+      g_autoptr (GError) error = allocate_oom (mr, (gsize) 1 << 50);
+
+      assert_contains (error->message, "Out of memory, too large: the request of 1 PiB is more "
+                                       "than the host has in all (");
+      assert_contains (error->message, " of memory and swap). Held: ");
+      g_assert_true (g_str_has_suffix (
+          error->message, "Remedy: no trim or kind makes the host larger: split the request "
+                          "into pieces the host can hold, or look at how its size was "
+                          "computed."));
+      g_assert_null (strstr (error->message, "exhausted"));
+      g_assert_null (strstr (error->message, "trim ("));
+    }
+}
+
 /* The last report is the last one: a later failure replaces it. */
 static void
 test_last (void)
@@ -480,6 +542,42 @@ test_snapshot_fifo (void)
   g_rmdir (dir);
 }
 
+/* MEMRES_OOM_SNAPSHOT naming the file of a log layer of the stack that failed: the snapshot is
+ * not written over the log (it was: renamed over it, the log's allocate failure and out of
+ * memory lines went to a file no name reached), a warning says why, the log stays whole. */
+static void
+test_snapshot_on_log (void)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *log = NULL;
+  g_autofree char *text = NULL;
+
+  if (g_test_subprocess ())
+    {
+      g_autofree char *spec = g_strdup_printf ("log:path=%s,flush=true>limit:max=1MiB>host",
+                                               g_getenv ("MEMRES_TEST_LOG"));
+      g_autoptr (MemresResource) mr = mt_new_ok (spec);
+      g_autoptr (GError) error = NULL;
+
+      g_setenv ("MEMRES_OOM_SNAPSHOT", g_getenv ("MEMRES_TEST_LOG"), TRUE);
+      error = allocate_oom (mr, 2 * MIB);
+      return;
+    }
+  dir = g_dir_make_tmp ("memres-oom-XXXXXX", NULL);
+  log = g_build_filename (dir, "alloc.csv", NULL);
+  g_setenv ("MEMRES_TEST_LOG", log, TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_unsetenv ("MEMRES_TEST_LOG");
+  g_test_trap_assert_failed (); /* the warning, fatal in a test */
+  g_test_trap_assert_stderr ("*cannot write the out-of-memory snapshot to MEMRES_OOM_SNAPSHOT*"
+                             "locked*");
+  g_assert_true (g_file_get_contents (log, &text, NULL, NULL));
+  g_assert_true (g_str_has_prefix (text, "Thread,Time,Action,Pointer,Size,Stream\n"));
+  assert_contains (text, ",allocate failure,0x0,2097152,");
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -494,13 +592,16 @@ main (int argc, char **argv)
   g_test_add_data_func ("/oom-report/pool-max-size/stats-dmr", "stats>dmr:pool=new,max_size=4MiB",
                         test_pool_max_size);
   g_test_add_func ("/oom-report/exhausted", test_exhausted);
+  g_test_add_func ("/oom-report/exhausted-granule", test_exhausted_granule);
   g_test_add_func ("/oom-report/fragmentation", test_fragmentation);
   g_test_add_func ("/oom-report/rescued-below", test_rescued_below);
   g_test_add_func ("/oom-report/oversized", test_oversized);
   g_test_add_func ("/oom-report/oversized-words", test_oversized_words);
   g_test_add_func ("/oom-report/larger-than-device", test_larger_than_device);
+  g_test_add_func ("/oom-report/larger-than-host", test_larger_than_host);
   g_test_add_func ("/oom-report/last", test_last);
   g_test_add_func ("/oom-report/snapshot-file", test_snapshot_file);
   g_test_add_func ("/oom-report/snapshot-fifo", test_snapshot_fifo);
+  g_test_add_func ("/oom-report/snapshot-on-log", test_snapshot_on_log);
   return g_test_run ();
 }

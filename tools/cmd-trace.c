@@ -10,15 +10,18 @@
  * layer); and instant events (thread-scoped, on the logged Thread) for `allocate failure`, `out of
  * memory`, `free failure`, `trim`, and `sleep POLICY` and `wake POLICY` (the Action as the
  * event's name), with the Size in their args, and for a sleep or wake also its policy and tag
- * ("" in a log without the Tag column). For a log with the Backtrace column (`log:backtrace=true`)
+ * ("" in a log without the Tag column), for an allocate failure, an out of memory and a free
+ * failure of a log with the Tag column also its tag (the request's; the buffer's whose free
+ * failed). For a log with the Backtrace column (`log:backtrace=true`)
  * each allocate with a stack is also an instant event "allocate" (its Size and Pointer in its
  * args), and it, an allocate failure and an out of memory name their stack with "sf": the id of
  * its innermost frame in the document's "stackFrames", where each distinct frame (its text as
  * logged, decoded) is once under its parent, the frame that called it, as Perfetto's UI and
  * chrome://tracing read stacks. Times are the log's Time (local wall-clock HH:MM:SS.uuuuuu)
  * in microseconds since the first line of all the logs, a day added each time a log's time goes
- * back by more than 12 hours (past midnight). A malformed line is an error naming FILE:LINE (exit
- * status 2), as in replay. */
+ * back by more than 12 hours (past midnight), a line whose time goes back by less at the time of
+ * the line before it (log-walk.c): the events of a log keep its order. A malformed line is an
+ * error naming FILE:LINE (exit status 2), as in replay. */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -131,6 +134,11 @@ add_event (const MemresLogEvent *le, gpointer user_data, GError **error)
           e.policy = le->l.policy;
           e.tag = le->l.tag;
         }
+      else if (le->tagged
+               && (le->l.action == MEMRES_LOG_ALLOCATE_FAILURE
+                   || le->l.action == MEMRES_LOG_OUT_OF_MEMORY
+                   || le->l.action == MEMRES_LOG_FREE_FAILURE))
+        e.tag = le->l.tag; /* the failed request's, or the buffer's whose free failed */
     }
   g_array_append_val (r->events, e);
   return TRUE;
@@ -270,7 +278,11 @@ write_trace (Input *inputs, guint n_inputs, GArray *events)
             }
           if (e->policy != NULL)
             {
-              g_string_append_printf (s, ", \"policy\": \"%s\", \"tag\": ", e->policy);
+              g_string_append_printf (s, ", \"policy\": \"%s\"", e->policy);
+            }
+          if (e->tag != NULL)
+            {
+              g_string_append (s, ", \"tag\": ");
               memres_json_append_string (s, e->tag);
             }
           g_string_append_c (s, '}');

@@ -1,6 +1,7 @@
 /* log-walk.c: a whole CSV log of the `log` adaptor walked line by line for `memres replay`,
  * `memres trace` and `memres view`, the one place a log's lines are checked: each line parsed
- * (log-csv.c), its Time made a count of microseconds that never goes back past midnight, the
+ * (log-csv.c), its Time made a count of microseconds that never goes back (past midnight, or
+ * to a Time before the line before's), the
  * bytes and allocations live after it, from a table of the live allocations by Pointer, and the
  * bytes mapped in segments, from a table of the segments by base. */
 #include "memres-tool.h"
@@ -136,7 +137,11 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
                                          "Pointer %s with Size %" G_GUINT64_FORMAT
                                          " ends past the end of the address space (2^64)",
                                          e.l.pointer_text, e.l.size);
-      last = t + day;
+      /* a Time that goes back by less (the log adaptor takes each line's Time before the lock
+       * that orders the lines, so a thread's line may follow a later one of another thread;
+       * the wall clock set back) is the line before's: a line keeps its place in the log, which
+       * the counters and a free before the allocate of its address follow */
+      last = MAX (last, t + day);
       e.ts = last;
       e.line = n;
       e.tagged = tagged;

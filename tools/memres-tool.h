@@ -148,7 +148,9 @@ GStrv memres_tool_log_frames (const char *field);
  * point into it) walked line by line, the one check of a log's lines (`memres replay`, `trace`
  * and `view` read them alike): @func gets each line but the header and blank lines. An
  * event's @ts is the Time in microseconds since midnight of the first line's day, a day added
- * each time the Time goes back by more than 12 hours (past midnight); @used and @buffers the
+ * each time the Time goes back by more than 12 hours (past midnight), and never before the
+ * line before's (a Time that goes back by less is taken as the line before's: lines keep the
+ * log's order); @used and @buffers the
  * bytes and allocations live after it; @counted for an allocate and a free of an allocation of
  * the log, which for a free also gives that allocation's size, Time, line and Tag (a free of a
  * Pointer not allocated in the log, allocated before it began, comes with @counted FALSE);

@@ -2,9 +2,11 @@
  * 1 (docs/snapshot.md) with its "layers" array, or the allocator shim's file of such snapshots
  * per device; then the members docs/snapshot.schema.json requires, each present once and of its
  * type, down to every layer, block, segment, hole and import (a layer {"kind": 5} is refused
- * here, not drawn as nonsense by the page's script). Members the schema does not name are let
- * through: format 1 grows without a new format. The first wrong value is named by its JSON path
- * ("layers[0].kind"). A walk over the text as json-check.c scans it; nothing is built. */
+ * here, not drawn as nonsense by the page's script), and every index a stack holds into "frames"
+ * and a block into "stacks" inside them (the page's tooltip read past them). Members the schema
+ * does not name are let through: format 1 grows without a new format. The first wrong value is
+ * named by its JSON path ("layers[0].kind"). A walk over the text as json-check.c scans it;
+ * nothing is built. */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -30,9 +32,11 @@ typedef enum
   T_SEGMENTS, /* arrays of objects */
   T_BLOCKS,
   T_RANGES,
-  T_FIGURES, /* an object of bytes */
-  T_FRAMES,  /* an array of strings */
-  T_STACKS,  /* an array of arrays of at least two integers >= 0 */
+  T_FIGURES,     /* an object of bytes */
+  T_FRAMES,      /* an array of strings */
+  T_STACKS,      /* an array of arrays of at least two integers >= 0 */
+  T_FRAME_INDEX, /* a stack's element after its count: an index into "frames" */
+  T_STACK_INDEX, /* a block's "stack": an index into "stacks" */
   /* the elements of those arrays */
   T_LAYER,
   T_SEGMENT,
@@ -107,7 +111,7 @@ static const Field block_fields[] = {
   { "stream", T_STREAM, TRUE },
   { "tag", T_STRING, TRUE },
   { "state", T_STATE, TRUE },
-  { "stack", T_BYTES, FALSE },
+  { "stack", T_STACK_INDEX, FALSE },
   { NULL },
 };
 static const Field range_fields[] = {
@@ -124,6 +128,12 @@ typedef struct
   GString *path;     /* the JSON path of the value being checked */
   GError **error;
   gboolean failed; /* the first error is kept, the rest of the walk does nothing */
+  /* the references between the document's tables, checked once it is walked (the tables come
+   * after the layers that refer to them): the count of "frames" and "stacks", and the largest
+   * index into each that a stack or a block holds, with its path (NULL: none) */
+  guint n_frames, n_stacks;
+  guint64 frame_max, stack_max;
+  char *frame_path, *stack_path;
 } Walk;
 
 static void walk_value (Walk *w, Type type, const char *value, gsize len);
@@ -275,7 +285,8 @@ walk_object (Walk *w, const Field *fields, const char *value, gsize len)
 typedef struct
 {
   Walk *w;
-  Type type;
+  Type first; /* the first element's type */
+  Type type;  /* the others' */
 } ArrayWalk;
 
 static void
@@ -287,17 +298,75 @@ on_element (guint index, const char *value, gsize len, gpointer data)
   if (a->w->failed)
     return;
   g_string_append_printf (a->w->path, "[%u]", index);
-  walk_value (a->w, a->type, value, len);
+  walk_value (a->w, index == 0 ? a->first : a->type, value, len);
   g_string_truncate (a->w->path, at);
+}
+
+/* an array whose first element is of type @first, the others of type @element */
+static void
+walk_array_first (Walk *w, Type first, Type element, const char *value, gsize len)
+{
+  ArrayWalk a = { w, first, element };
+
+  if (!memres_tool_json_elements (value, len, on_element, &a))
+    refuse (w, " is not an array", value, len);
 }
 
 static void
 walk_array (Walk *w, Type element, const char *value, gsize len)
 {
-  ArrayWalk a = { w, element };
+  walk_array_first (w, element, element, value, len);
+}
 
-  if (!memres_tool_json_elements (value, len, on_element, &a))
-    refuse (w, " is not an array", value, len);
+/* An index into "frames" or "stacks" (@value an integer of 64 bits, checked): the largest so
+ * far kept in @max, with its path in @path. */
+static void
+note_index (Walk *w, const char *value, gsize len, guint64 *max, char **path)
+{
+  g_autofree char *text = g_strndup (value, len);
+  guint64 index = g_ascii_strtoull (text, NULL, 10);
+
+  if (*path == NULL || index > *max)
+    {
+      *max = index;
+      g_free (*path);
+      *path = g_strdup (w->path->str);
+    }
+}
+
+/* The references checked against the tables once the document is walked: an index past the
+ * end of "frames" or "stacks" (or into one that is absent) is refused at its path. */
+static void
+check_references (Walk *w)
+{
+  const char *table = NULL;
+  guint n = 0;
+  guint64 index = 0;
+
+  if (w->failed)
+    return;
+  if (w->frame_path != NULL && w->frame_max >= w->n_frames)
+    {
+      table = "frames";
+      n = w->n_frames;
+      index = w->frame_max;
+      g_string_assign (w->path, w->frame_path);
+    }
+  else if (w->stack_path != NULL && w->stack_max >= w->n_stacks)
+    {
+      table = "stacks";
+      n = w->n_stacks;
+      index = w->stack_max;
+      g_string_assign (w->path, w->stack_path);
+    }
+  if (table != NULL)
+    {
+      g_autofree char *value = g_strdup_printf ("%" G_GUINT64_FORMAT, index);
+      g_autofree char *what
+          = g_strdup_printf (" is not an index into %s (the snapshot has %u)", table, n);
+
+      refuse (w, what, value, strlen (value));
+    }
 }
 
 /* T_FIGURES: every member bytes */
@@ -427,10 +496,22 @@ walk_value (Walk *w, Type type, const char *value, gsize len)
         refuse (w, " is not an object", value, len);
       break;
     case T_FRAMES:
+      w->n_frames = 0;
+      memres_tool_json_elements (value, len, on_count, &w->n_frames);
       walk_array (w, T_STRING, value, len);
       break;
     case T_STACKS:
+      w->n_stacks = 0;
+      memres_tool_json_elements (value, len, on_count, &w->n_stacks);
       walk_array (w, T_STACK, value, len);
+      break;
+    case T_FRAME_INDEX:
+    case T_STACK_INDEX:
+      walk_value (w, T_BYTES, value, len);
+      if (!w->failed && type == T_FRAME_INDEX)
+        note_index (w, value, len, &w->frame_max, &w->frame_path);
+      else if (!w->failed)
+        note_index (w, value, len, &w->stack_max, &w->stack_path);
       break;
     case T_STACK:
       {
@@ -440,7 +521,7 @@ walk_value (Walk *w, Type type, const char *value, gsize len)
           refuse (w, " is not a stack (an array of a count and at least one frame's index)", value,
                   len);
         else
-          walk_array (w, T_BYTES, value, len);
+          walk_array_first (w, T_BYTES, T_FRAME_INDEX, value, len);
       }
       break;
     }
@@ -450,11 +531,16 @@ walk_value (Walk *w, Type type, const char *value, gsize len)
 static gboolean
 check_document (const char *shown, const char *path, const char *text, gsize length, GError **error)
 {
-  Walk w = { shown, g_string_new (path), error, FALSE };
+  Walk w = { shown, g_string_new (path), error, FALSE, 0 };
+  gboolean ok;
 
   walk_object (&w, document_fields, text, length);
+  check_references (&w);
+  ok = !w.failed;
   g_string_free (w.path, TRUE);
-  return !w.failed;
+  g_free (w.frame_path);
+  g_free (w.stack_path);
+  return ok;
 }
 
 /* each member of the shim's "devices": a snapshot (its format checked before) */
@@ -575,7 +661,7 @@ memres_tool_check_snapshot (const char *path, const char *text, gsize length, GE
       return FALSE;
     }
   {
-    Walk w = { shown, g_string_new ("devices"), error, FALSE };
+    Walk w = { shown, g_string_new ("devices"), error, FALSE, 0 };
 
     memres_tool_json_members (m.devices, strlen (m.devices), check_device, &w);
     g_string_free (w.path, TRUE);

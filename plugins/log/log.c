@@ -62,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -107,7 +108,9 @@ static const MemresOptionSpec log_options[] = {
     "the CSV file to write (created or truncated; write ',', '>' and '\\' as '\\,', '\\>', "
     "'\\\\')",
     NULL, 0, 0 },
-  { "append", MEMRES_OPTION_BOOL, "false", "append to an existing file instead of truncating it",
+  { "append", MEMRES_OPTION_BOOL, "false",
+    "append to an existing file instead of truncating it (refused where its header is not this "
+    "layer's columns, or its last line was cut short)",
     NULL, 0, 0 },
   { "flush", MEMRES_OPTION_BOOL, "false", "flush every line at once", NULL, 0, 0 },
   { "tags", MEMRES_OPTION_BOOL, "false",
@@ -143,11 +146,78 @@ log_segment_event (MemresResource *mr, MemresSegmentEvent event, const MemresSeg
                 FALSE);
 }
 
-/* @path opened for writing: a regular file (created, truncated unless @append) or a character
- * device such as /dev/null. Opened without blocking, so that a FIFO (whose open would wait for
- * a reader) is refused instead, as is anything else. Returns the descriptor, or -1. */
+/* Whether the regular file @path (@st: the descriptor's, opened to append) that append=true writes
+ * after its @st->st_size bytes can take this layer's lines: its first line is @header (this layer's
+ * columns, ending in a newline; a UTF-8 byte order mark before it and a carriage return at its end
+ * let through, as the readers let them through) and its last byte is a newline. Lines of other
+ * columns under another header (a log of other options, or a file that is no log) and a line glued
+ * to a last line cut short would make the whole log unreadable from there: refused
+ * (INVALID_ARGUMENT) before anything is written. A file the process may write but not read is let
+ * through unchecked. */
+static gboolean
+append_fits (const struct stat *st, const char *path, const char *header, GError **error)
+{
+  gsize want = strlen (header) - 1; /* the header's line without its newline */
+  char first[512];
+  char last = '\0';
+  ssize_t n;
+  int rfd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat rst;
+  const char *line = first;
+  const char *end;
+
+  if (rfd < 0)
+    return TRUE; /* written, never read: nothing to check it with */
+  if (fstat (rfd, &rst) != 0 || rst.st_dev != st->st_dev || rst.st_ino != st->st_ino)
+    {
+      close (rfd);
+      return TRUE; /* renamed over in between: not the file written */
+    }
+  n = pread (rfd, first, sizeof first - 1, 0);
+  if (n > 0 && pread (rfd, &last, 1, st->st_size - 1) != 1)
+    last = '\0';
+  close (rfd);
+  if (n < 0)
+    return TRUE;
+  first[n] = '\0';
+  if (n >= 3 && memcmp (first, "\xEF\xBB\xBF", 3) == 0)
+    line += 3;
+  end = memchr (line, '\n', (gsize) (first + n - line));
+  if (end != NULL && end > line && end[-1] == '\r')
+    end--;
+  if (end == NULL || (gsize) (end - line) != want || memcmp (line, header, want) != 0)
+    {
+      gsize len = end != NULL ? (gsize) (end - line) : strlen (line);
+      g_autofree char *copy = g_strndup (line, len);
+      g_autofree char *shown = memres_printable (copy, MEMRES_INPUT_SHOWN_MAX);
+
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"log\": cannot append to \"%s\": its header is \"%s\"%s, not this "
+                   "layer's \"%.*s\" (options tags and backtrace choose the columns): lines of "
+                   "other columns would make the log unreadable; append with the options that "
+                   "wrote it, or log to another file",
+                   path, shown, end == NULL ? " (no newline in its first bytes)" : "", (int) want,
+                   header);
+      return FALSE;
+    }
+  if (last != '\n')
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"log\": cannot append to \"%s\": its header fits, but its last line "
+                   "ends without a newline (the log was cut short): a line appended would be "
+                   "glued to it",
+                   path);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* @path opened for writing: a regular file (created, truncated unless @append; appended to
+ * only where its header is @header: append_fits()) or a character device such as /dev/null. Opened
+ * without blocking, so that a FIFO (whose open would wait for a reader) is refused instead, as is
+ * anything else. Returns the descriptor, or -1. */
 static int
-open_log (const char *path, gboolean append, gboolean *empty, GError **error)
+open_log (const char *path, gboolean append, const char *header, gboolean *empty, GError **error)
 {
   int fd = open (path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (append ? O_APPEND : 0), 0666);
   struct stat st;
@@ -181,12 +251,31 @@ open_log (const char *path, gboolean append, gboolean *empty, GError **error)
       close (fd);
       return -1;
     }
+  /* one writer per file: each layer writes at its own offset (or, appending, its own lines into
+   * a log of its own), so two layers on one file, of one stack or of two, in this process or
+   * another, would overwrite or mix each other's lines. An exclusive flock(), held while the
+   * descriptor is open (until the layer's writer goes), taken before the file is truncated. */
+  if (S_ISREG (st.st_mode) && flock (fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"log\": \"%s\" is the file of another log layer (of this stack, "
+                   "another one, or another process) that is writing it: two layers would "
+                   "overwrite each other's lines; give each its own file",
+                   path);
+      close (fd);
+      return -1;
+    }
   if (!append && S_ISREG (st.st_mode) && ftruncate (fd, 0) != 0)
     {
       int saved = errno;
 
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
                    "kind \"log\": cannot truncate \"%s\": %s", path, g_strerror (saved));
+      close (fd);
+      return -1;
+    }
+  if (append && S_ISREG (st.st_mode) && st.st_size > 0 && !append_fits (&st, path, header, error))
+    {
       close (fd);
       return -1;
     }
@@ -325,6 +414,7 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
   const char *path = memres_options_get_string (options, "path");
   gboolean append = memres_options_get_bool (options, "append");
   gboolean empty;
+  g_autofree char *header = NULL;
   int fd;
 
   if (path == NULL || path[0] == '\0')
@@ -343,7 +433,10 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
                    "segment lines are memres's own, which rmm=true leaves out");
       return FALSE;
     }
-  fd = open_log (path, append, &empty, error);
+  header
+      = g_strconcat (LOG_HEADER, memres_options_get_bool (options, "backtrace") ? ",Backtrace" : "",
+                     memres_options_get_bool (options, "tags") ? ",Tag" : "", "\n", NULL);
+  fd = open_log (path, append, header, &empty, error);
   if (fd < 0)
     return FALSE;
   self = log_of (mr) = g_new0 (LogResource, 1);
@@ -356,12 +449,7 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->backtrace = memres_options_get_bool (options, "backtrace");
   self->buffer = g_malloc (LOG_BUFFER_SIZE);
   if (empty) /* nobody else sees it yet */
-    {
-      g_autofree char *header = g_strconcat (LOG_HEADER, self->backtrace ? ",Backtrace" : "",
-                                             self->tags ? ",Tag" : "", "\n", NULL);
-
-      append_locked (self, header, strlen (header));
-    }
+    append_locked (self, header, strlen (header));
   g_mutex_init (&self->lock);
   g_cond_init (&self->freed);
   self->freeing = g_hash_table_new (g_int64_hash, g_int64_equal);
