@@ -306,7 +306,9 @@ lookup_retry (guint64 addr, MemresLookupInfo *info)
  * 1 MiB page, which holds the answer of a segment over the whole page; where segments' edges lie
  * in that page or segments nest, the segment of the address's run; for a segment of 64 MiB or
  * more, the slot of its 64 MiB region beside the page's) (docs/segments.md,
- * bench/bench-lookup.c). No driver call.
+ * bench/bench-lookup.c). No driver call. The answer is stored in 16-byte pieces: an @info at a
+ * 16-byte boundary (`__attribute__ ((aligned (16)))` on the variable) never has one cross a cache
+ * line, where one 8 bytes past such a boundary does in three places of four.
  * Thread-safe: any thread, at any time, concurrently with anything; an answer is never older
  * than the index at the call (a segment unmapped before the call is not found).
  *
