@@ -184,7 +184,7 @@ lookup_runs (guint64 addr, MemresLookupInfo *info, guint64 seq, const Runs *r)
 /* The rest of a lookup whose page slot holds no fine segment: the slot of its region in @node
  * (the coarse segments), of the same kinds as a page's. */
 G_GNUC_NO_INLINE static gboolean
-lookup_region (const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
+lookup_region (guint64 addr, MemresLookupInfo *info, guint64 seq, const Node *node)
 {
   const Slot *s = &node->region[(addr >> REGION_SHIFT) & (NODE_REGIONS - 1)];
   guintptr v = LOAD_ACQUIRE (&s->v);
@@ -200,10 +200,10 @@ lookup_region (const Node *node, guint64 addr, MemresLookupInfo *info, guint64 s
 
 /* The rest of a lookup whose page slot value @v (of @node) is runs or SLOT_NONE. */
 G_GNUC_NO_INLINE static gboolean
-lookup_page_rest (guintptr v, const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
+lookup_page_rest (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v, const Node *node)
 {
   if (v == SLOT_NONE)
-    return lookup_region (node, addr, info, seq);
+    return lookup_region (addr, info, seq, node);
   return lookup_runs (addr, info, seq, (const Runs *) (v - SLOT_RUNS));
 }
 
@@ -225,7 +225,7 @@ lookup_page (const Slot *s, const Node *node, guint64 addr, MemresLookupInfo *in
   v = LOAD_ACQUIRE (&s->v);
   if (G_LIKELY (!(v & SLOT_RUNS))) /* SLOT_FEW: neither runs nor SLOT_NONE */
     return lookup_few (s, addr, info, seq);
-  return lookup_page_rest (v, node, addr, info, seq);
+  return lookup_page_rest (addr, info, seq, v, node);
 }
 
 /* A lookup above the flat table: the hash table's node. */
