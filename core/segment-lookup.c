@@ -45,7 +45,8 @@ Dir *_memres_index_dir;
  *   slot's own words); SLOT_RUNS, a Runs record, reused only for records of the same capacity and
  *   never freed, so its cap and its 2 * cap words are always there; SLOT_FEW, nothing followed
  *   (the runs are the slot's own words). lookup_page() and lookup_region() follow a Runs pointer
- *   at once.
+ *   at once, from an acquire load of v (lookup_page()'s first, plain test of v follows nothing:
+ *   it only sends the direct case to its answer).
  * Every other pointer is read from words that hold other things in other states, and is followed
  * only after seq_still() (a retry from the start when the index changed):
  * - a SLOT_FEW slot's run entries (lookup_few()): those words hold a direct slot's answer bytes
