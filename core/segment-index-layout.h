@@ -190,8 +190,17 @@ typedef struct
 
 /* ---- what the readers read (defined in segment-lookup.c; changed by the writer) ------------- */
 
-/* atomic: odd while the index changes; never wraps */
-G_GNUC_INTERNAL extern guint64 _memres_index_seq;
+/* The sequence lock's two counts (atomic, never wrap): the changes begun and the changes done.
+ * A writer adds one to @begun before any store of its change and one to @done after the last; a
+ * reader reads @done first and @begun last, and what it read between is one state of the index
+ * when the two are equal (segment-lookup.c). In one line: both are written by every change. */
+typedef struct
+{
+  guint64 begun;
+  guint64 done;
+} IndexSeq;
+
+G_GNUC_INTERNAL extern IndexSeq _memres_index_seq;
 /* atomic: the node of each GiB below 2^48, as TOP_BIAS() of it (0: none) */
 G_GNUC_INTERNAL extern guintptr _memres_index_top[1u << TOP_BITS];
 /* atomic: the hash table of the nodes of the GiBs above */

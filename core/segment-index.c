@@ -26,20 +26,21 @@ typedef struct
   guint seq;
 } Touch;
 
-/* A change of the index begins: the sequence number made odd, before any store of the change
- * (the readers' rule, segment-lookup.c). */
+/* A change of the index begins: the count of changes begun made one more than the count done,
+ * before any store of the change (the readers' rule, segment-lookup.c). */
 static void
 write_begin (void)
 {
-  STORE (&_memres_index_seq, _memres_index_seq + 1);
+  STORE (&_memres_index_seq.begun, _memres_index_seq.begun + 1);
   __atomic_thread_fence (__ATOMIC_RELEASE);
 }
 
-/* The change published: the sequence number even again, after every store of the change. */
+/* The change published: the count of changes done equal to the count begun again, after every
+ * store of the change. */
 static void
 write_end (void)
 {
-  __atomic_store_n (&_memres_index_seq, _memres_index_seq + 1, __ATOMIC_RELEASE);
+  __atomic_store_n (&_memres_index_seq.done, _memres_index_seq.done + 1, __ATOMIC_RELEASE);
 }
 
 static void

@@ -1,12 +1,13 @@
 /* memres - CUDA memory resources
  * segment-lookup.c: memres_lookup(), which reads the segment index (segment-index-layout.h)
- * without a lock, and the state it reads (the sequence number, the flat table, the hash table),
+ * without a lock, and the state it reads (the sequence counts, the flat table, the hash table),
  * which the writer (segment-index.c, segment-slots.c) changes under segments.c's lock.
  *
- * Readers take no lock and write nothing shared: they read with atomic loads between two reads
- * of a sequence number, and retry when it changed (a writer makes it odd while it changes the
- * index; a reader clears the low bit of the number it starts from, so that an odd start never
- * matches the end and needs no test of its own). Nothing a reader can reach is ever freed:
+ * Readers take no lock and write nothing shared: they read the count of changes done, then the
+ * index, then the count of changes begun, and retry unless the two counts are equal (a writer
+ * adds one to the count begun before its change and one to the count done after it: a change
+ * under way when the reader starts, or begun meanwhile, makes the count begun larger at the end,
+ * so a reader needs no test at the start). Nothing a reader can reach is ever freed:
  * entries, runs and nodes removed from the index wait on free lists for their next use (runs
  * only for runs of the same capacity, so that a reader bounds its search by a capacity that never
  * changes), and a full hash table is replaced by one twice its size and kept. But a slot's words
@@ -19,18 +20,20 @@
  * answer and a search. */
 #include "segment-index-layout.h"
 
-guint64 _memres_index_seq;
+IndexSeq _memres_index_seq __attribute__ ((aligned (64)));
 guintptr _memres_index_top[1u << TOP_BITS];
 Dir *_memres_index_dir;
 
 /* ---- the readers ---------------------------------------------------------------------------- */
 
-/* The readers' rule. A reader takes no lock: it reads _memres_index_seq (acquire, its low bit
- * cleared), then words a writer may be rewriting meanwhile (relaxed atomic loads, or the answer's
- * three 16-byte loads), then checks _memres_index_seq again after an acquire fence (seq_still()):
- * only then is what it read one state of the index. So a pointer read from such a word is followed
- * before that check only where every value the word can ever hold is a valid pointer, of the one
- * type the reader takes it for, to memory that is never freed:
+/* The readers' rule. A reader takes no lock: it reads _memres_index_seq.done (acquire), then
+ * words a writer may be rewriting meanwhile (relaxed atomic loads, or plain loads where a value is
+ * only tested or copied, so that the compiler folds the load into the instruction that uses it:
+ * the answer's three 16-byte loads, the direct path's test of a slot's tag bits), then, after an
+ * acquire fence, checks that _memres_index_seq.begun equals what it read (seq_still(), a plain
+ * load folded into the compare): only then is what it read one state of the index. So a pointer
+ * read from such a word is followed before that check only where every value the word can ever hold
+ * is a valid pointer, of the one type the reader takes it for, to memory that is never freed:
  * - _memres_index_top[gib]: 0, or a node's biased address, set once and never changed;
  *   nodes are never freed. lookup_at() follows it at once.
  * - _memres_index_dir: NULL, or a hash table; a table replaced by a bigger one is kept
@@ -42,7 +45,8 @@ Dir *_memres_index_dir;
  *   slot's own words); SLOT_RUNS, a Runs record, reused only for records of the same capacity and
  *   never freed, so its cap and its 2 * cap words are always there; SLOT_FEW, nothing followed
  *   (the runs are the slot's own words). lookup_page() and lookup_region() follow a Runs pointer
- *   at once.
+ *   at once, from an acquire load of v (lookup_page()'s first, plain test of v follows nothing:
+ *   it only sends the direct case to its answer).
  * Every other pointer is read from words that hold other things in other states, and is followed
  * only after seq_still() (a retry from the start when the index changed):
  * - a SLOT_FEW slot's run entries (lookup_few()): those words hold a direct slot's answer bytes
@@ -81,22 +85,23 @@ high_node (guint64 addr)
 
 __attribute__ ((cold)) static gboolean lookup_retry (guint64 addr, MemresLookupInfo *info);
 
-/* Whether the index is still at sequence number @seq: what the reader read before the call is
- * one state's, and a pointer among it may be followed (the readers' rule, above). */
+/* Whether no change began since the @seq-th was done (@seq: the count done that the lookup
+ * started from): what the reader read before the call is one state's, and a pointer among it may
+ * be followed (the readers' rule, above). The count begun is read with a plain load after the
+ * fence, one aligned word that GCC folds into the compare (an atomic load it keeps apart). */
 static inline __attribute__ ((always_inline)) gboolean
 seq_still (guint64 seq)
 {
   __atomic_thread_fence (__ATOMIC_ACQUIRE);
-  return LOAD (&_memres_index_seq) == seq;
+  return _memres_index_seq.begun == seq;
 }
 
 /* 16 bytes of an answer, copied in one move */
 typedef gint64 AnswerPart __attribute__ ((vector_size (16), aligned (8), may_alias));
 
 /* The answer at @w (a slot's copy, or an entry: the first 48 bytes of a MemresLookupInfo), of a
- * segment that holds @addr, in @info when the index is still at sequence number @seq (even: an odd
- * number read at the start was made even by clearing its low bit, so that it never matches); else
- * the whole lookup again. The 48 bytes are copied as they lie, then the offset. */
+ * segment that holds @addr, in @info when no change began since the @seq-th was done; else the
+ * whole lookup again. The 48 bytes are copied as they lie, then the offset. */
 static inline __attribute__ ((always_inline)) gboolean
 lookup_answer (const guint64 *w, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
@@ -180,7 +185,7 @@ lookup_runs (guint64 addr, MemresLookupInfo *info, guint64 seq, const Runs *r)
 /* The rest of a lookup whose page slot holds no fine segment: the slot of its region in @node
  * (the coarse segments), of the same kinds as a page's. */
 G_GNUC_NO_INLINE static gboolean
-lookup_region (const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
+lookup_region (guint64 addr, MemresLookupInfo *info, guint64 seq, const Node *node)
 {
   const Slot *s = &node->region[(addr >> REGION_SHIFT) & (NODE_REGIONS - 1)];
   guintptr v = LOAD_ACQUIRE (&s->v);
@@ -196,10 +201,10 @@ lookup_region (const Node *node, guint64 addr, MemresLookupInfo *info, guint64 s
 
 /* The rest of a lookup whose page slot value @v (of @node) is runs or SLOT_NONE. */
 G_GNUC_NO_INLINE static gboolean
-lookup_page_rest (guintptr v, const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
+lookup_page_rest (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v, const Node *node)
 {
   if (v == SLOT_NONE)
-    return lookup_region (node, addr, info, seq);
+    return lookup_region (addr, info, seq, node);
   return lookup_runs (addr, info, seq, (const Runs *) (v - SLOT_RUNS));
 }
 
@@ -211,13 +216,17 @@ lookup_page_rest (guintptr v, const Node *node, guint64 addr, MemresLookupInfo *
 static inline __attribute__ ((always_inline)) gboolean
 lookup_page (const Slot *s, const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
-  guintptr v = LOAD_ACQUIRE (&s->v);
+  guintptr v;
 
-  if (ALMOST_ALWAYS (!(v & SLOT_TAGS)))
+  /* the direct path tests the tag bits with a plain load, one instruction with the test; the
+   * other kinds read @v again (acquire, to follow a runs record at once): a value that changed
+   * between the two reads was a writer's, and the sequence check after sends the lookup back */
+  if (ALMOST_ALWAYS (!(s->v & SLOT_TAGS)))
     return lookup_answer (s->w, addr, info, seq);
+  v = LOAD_ACQUIRE (&s->v);
   if (G_LIKELY (!(v & SLOT_RUNS))) /* SLOT_FEW: neither runs nor SLOT_NONE */
     return lookup_few (s, addr, info, seq);
-  return lookup_page_rest (v, node, addr, info, seq);
+  return lookup_page_rest (addr, info, seq, v, node);
 }
 
 /* A lookup above the flat table: the hash table's node. */
@@ -231,19 +240,23 @@ lookup_high (guint64 addr, MemresLookupInfo *info, guint64 seq)
   return lookup_page (&node->page[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)], node, addr, info, seq);
 }
 
-/* A lookup at sequence number @seq (even). */
+/* A lookup from the count of changes done @seq. */
 static inline __attribute__ ((always_inline)) gboolean
 lookup_at (guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
   guint64 gib = addr >> GIB_SHIFT;
   /* the page's slot's place from the biased node: the page number times 64 */
   guint64 at = (addr >> (PAGE_SHIFT - 6)) & ~(guint64) 63;
+  const guintptr *table = _memres_index_top;
   guintptr top;
 
   G_STATIC_ASSERT (sizeof (Slot) == 1u << 6);
+  /* the table's address taken as an opaque value, so that GCC gives it a register of its own:
+   * otherwise it put it in @addr's, and kept @addr for the offset by one copy more (gcc 12) */
+  __asm__("" : "+r"(table));
   if (G_UNLIKELY (gib >= G_N_ELEMENTS (_memres_index_top)))
     return lookup_high (addr, info, seq);
-  top = LOAD_ACQUIRE (&_memres_index_top[gib]);
+  top = LOAD_ACQUIRE (&table[gib]);
   if (G_UNLIKELY (top == 0))
     return lookup_none (addr, info, seq);
   /* the node's slot of the page, TOP_BIAS undone by the page number's high bits (the GiB) */
@@ -251,13 +264,14 @@ lookup_at (guint64 addr, MemresLookupInfo *info, guint64 seq)
                       info, seq);
 }
 
-/* The lookup after a writer was seen: again, waiting while the sequence number is odd. */
+/* The lookup after a writer was seen: again, waiting while a change is under way (the count
+ * begun ahead of the count done). */
 G_GNUC_NO_INLINE __attribute__ ((cold)) static gboolean
 lookup_retry (guint64 addr, MemresLookupInfo *info)
 {
   guint64 seq;
 
-  while ((seq = LOAD_ACQUIRE (&_memres_index_seq)) & 1)
+  while ((seq = LOAD_ACQUIRE (&_memres_index_seq.done)) != LOAD (&_memres_index_seq.begun))
     g_thread_yield ();
   return lookup_at (addr, info, seq);
 }
@@ -293,7 +307,9 @@ lookup_retry (guint64 addr, MemresLookupInfo *info)
  * 1 MiB page, which holds the answer of a segment over the whole page; where segments' edges lie
  * in that page or segments nest, the segment of the address's run; for a segment of 64 MiB or
  * more, the slot of its 64 MiB region beside the page's) (docs/segments.md,
- * bench/bench-lookup.c). No driver call.
+ * bench/bench-lookup.c). No driver call. The answer is stored in 16-byte pieces: an @info at a
+ * 16-byte boundary (`__attribute__ ((aligned (16)))` on the variable) never has one cross a cache
+ * line, where one 8 bytes past such a boundary does in three places of four.
  * Thread-safe: any thread, at any time, concurrently with anything; an answer is never older
  * than the index at the call (a segment unmapped before the call is not found).
  *
@@ -306,8 +322,7 @@ gboolean
 memres_lookup (gconstpointer ptr, MemresLookupInfo *info)
 {
   g_return_val_if_fail (info != NULL, FALSE);
-  /* an odd number (a writer at work) made even never matches the number read at the end: the
-   * lookup runs through and retries there, with no branch of its own here */
-  return lookup_at ((guint64) (guintptr) ptr, info,
-                    LOAD_ACQUIRE (&_memres_index_seq) & ~(guint64) 1);
+  /* a change begun and not done yet makes the count of changes begun, read at the end, larger:
+   * the lookup runs through and retries there, with no branch of its own here */
+  return lookup_at ((guint64) (guintptr) ptr, info, LOAD_ACQUIRE (&_memres_index_seq.done));
 }
