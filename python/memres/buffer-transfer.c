@@ -299,30 +299,21 @@ pymemres_buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
     return NULL;
   if (memres_buffer_is_closed (self->buf))
     return pymemres_raise_closed ();
-  if (offset > size)
+  /* past the end: memres's own refusal (InvalidArgumentError, as write() gives; an offset past
+   * the end was a plain ValueError), before any bytes object of that size is made (read(0,
+   * 2**62) was a MemoryError, a large one a long wait); the message names the size asked, 0
+   * for None (read(17, 2) said "range of 0 bytes") */
+  if (offset > size || (size_obj != Py_None && n > size - offset))
     {
       char nothing;
 
-      /* past the end: memres's own refusal (InvalidArgumentError, as write() and a size past
-       * the end give; it was a plain ValueError) */
-      if (!memres_buffer_read (self->buf, offset, &nothing, 0, NULL, &error))
+      if (!memres_buffer_read (self->buf, offset, &nothing, n, NULL, &error))
         return pymemres_raise (error);
       PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
       return NULL;
     }
   if (size_obj == Py_None)
     n = size - offset;
-  else if (n > size - offset)
-    {
-      char nothing;
-
-      /* past the end: memres's own refusal (InvalidArgumentError), before any bytes object of
-       * that size is made (read(0, 2**62) was a MemoryError, a large one a long wait) */
-      if (!memres_buffer_read (self->buf, offset, &nothing, n, NULL, &error))
-        return pymemres_raise (error);
-      PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
-      return NULL;
-    }
   bytes = PyBytes_FromStringAndSize (NULL, (Py_ssize_t) n);
   if (bytes == NULL)
     return NULL;
