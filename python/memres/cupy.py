@@ -15,9 +15,10 @@ def use(spec=None, stream=0):
     stream, or a CUstream as an int). A failed allocation raises
     cupy.cuda.memory.OutOfMemoryError (CuPy itself does not check a NULL). Returns an object
     whose stats(device), resource(device) and count_buffers(device) tell what each device's
-    resource holds. An empty spec raises memres.InvalidArgumentError (a ValueError)."""
+    resource holds. An empty spec raises memres.InvalidArgumentError (a ValueError); without
+    CuPy installed, ModuleNotFoundError."""
     spec = _allocator.resolve_spec(spec)
-    import cupy
+    cupy = _allocator.import_framework("cupy", "cupy.use")
 
     alloc = _allocator.Allocator(spec)
     cfa = cupy.cuda.memory.CFunctionAllocator(stream, alloc.address("memres_cupy_malloc"),

@@ -143,6 +143,52 @@ def test_torch_use_refused_restores_environment(previous, monkeypatch):
     assert len(installed) == 1
 
 
+@pytest.mark.parametrize("call", ["torch.use", "torch.mem_pool", "cupy.use"])
+def test_use_without_the_framework(call, monkeypatch):
+    """Where torch or CuPy is not installed, use() and mem_pool() say which call needs which
+    framework (they raised the bare "No module named 'torch'" of their own import, from inside
+    memres/torch.py, a module named torch itself): a ModuleNotFoundError still (an ImportError,
+    as Python programs catch a missing optional dependency), naming the module, and the
+    environment untouched."""
+    import memres.cupy
+    import memres.torch
+
+    framework, function = call.split(".")
+    # absent: an import of it fails as for a module that is not installed
+    monkeypatch.setitem(sys.modules, framework, None)
+    monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+    monkeypatch.setattr(memres.torch, "_installed", None)
+    with pytest.raises(ModuleNotFoundError) as info:
+        getattr(getattr(memres, framework), function)(spec="cache>dmr:device={device}")
+    message = str(info.value)
+    assert "memres.%s() needs %s" % (call, {"torch": "PyTorch", "cupy": "CuPy"}[framework]) \
+        in message
+    assert "not installed" in message and "import %s" % framework in message
+    assert info.value.name == framework
+    assert isinstance(info.value.__cause__, ImportError)
+    assert "MEMRES_ALLOCATOR_RESOURCE" not in os.environ
+    assert memres.torch._installed is None
+
+
+def test_use_keeps_the_frameworks_own_import_error(monkeypatch):
+    """A torch that is installed but fails to import (a library of its own missing) keeps its
+    own error: only a torch that is not there is reported as not installed."""
+    import importlib.abc
+    import memres.torch
+
+    class Broken(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "torch":
+                raise ImportError("libcudart.so.12: cannot open shared object file")
+            return None
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Broken()] + sys.meta_path)
+    with pytest.raises(ImportError, match="^libcudart.so.12: cannot open") as info:
+        memres.torch.use()
+    assert not isinstance(info.value, ModuleNotFoundError)
+
+
 def test_torch_use_twice(monkeypatch):
     """torch refuses a second change_current_allocator (its pluggable allocator says it is
     initialized): the second use() raises memres.Error saying memres is installed already,
