@@ -12,8 +12,8 @@ pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t nar
 
   if (nargs > n_names)
     {
-      PyErr_Format (PyExc_TypeError, "%s() takes at most %zd arguments (%zd given)", function,
-                    n_names, nargs);
+      PyErr_Format (PyExc_TypeError, "%s() takes at most %zd argument%s (%zd given)", function,
+                    n_names, n_names == 1 ? "" : "s", nargs);
       return -1;
     }
   for (Py_ssize_t i = 0; i < n_names; i++)

@@ -220,3 +220,27 @@ def test_error_message_not_utf8(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ok\n"
+
+
+def test_fastcall_argument_errors(host):
+    # the METH_FASTCALL methods' own parser (args.c) says what CPython's says, in its grammar:
+    # "close() takes at most 1 arguments (2 given)" was its plural for one
+    buf = host.allocate(8)
+    for call, most in ((buf.close, 1), (buf.set_deallocation_stream, 1), (host.allocate, 2),
+                       (buf.copy_to, 2)):
+        name = call.__name__
+        args = (None,) * (most + 1)
+        plural = "" if most == 1 else "s"
+        with pytest.raises(TypeError) as info:
+            call(*args)
+        assert str(info.value) == "%s() takes at most %d argument%s (%d given)" % (
+            name, most, plural, most + 1)
+        with pytest.raises(TypeError, match=r"^%s\(\) got an unexpected keyword argument 'x'$"
+                           % name):
+            call(x=1)
+    with pytest.raises(TypeError, match=r"^allocate\(\) missing required argument 'size'$"):
+        host.allocate(stream=None)
+    with pytest.raises(TypeError, match=r"^allocate\(\) got multiple values for argument 'size'$"):
+        host.allocate(8, size=8)
+    assert not buf.closed
+    buf.close()
