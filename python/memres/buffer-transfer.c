@@ -35,7 +35,8 @@ new_destination (PyMemresBuffer *self, MemresStream stream)
     {
       PyErr_SetString (PyExc_ValueError,
                        "copy_to(): give dst: this buffer's memory has no memres resource to "
-                       "allocate one from (wrapped memory, Buffer.from_handle())");
+                       "allocate one from (wrapped memory: Buffer.from_handle(), or "
+                       "memres.from_dlpack() of another library's tensor)");
       return NULL;
     }
   if (resource == NULL)

@@ -243,8 +243,15 @@ def test_copy_to_and_from_in_cuda_cores_words():
     c.close()
     # wrapped memory has no memres resource to allocate from: ValueError, nothing allocated
     view = memres.Buffer.from_handle(a.handle, 32)
-    with pytest.raises(ValueError, match="no memres resource"):
+    with pytest.raises(ValueError, match="no memres resource.*Buffer.from_handle()"):
         view.copy_to()
+    view.close()
+    # nor another library's tensor (the message named from_handle() alone): here a view's
+    view = memres.Buffer.from_handle(a.handle, 32)
+    wrapped = memres.from_dlpack(view)
+    with pytest.raises(ValueError, match="no memres resource.*memres.from_dlpack()"):
+        wrapped.copy_to()
+    wrapped.close()
     view.close()
     closed = mr.allocate(8)
     closed.close()
