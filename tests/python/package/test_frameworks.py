@@ -170,6 +170,39 @@ def test_use_without_the_framework(call, monkeypatch):
     assert memres.torch._installed is None
 
 
+def test_cupy_use_takes_any_stream(monkeypatch):
+    """memres.cupy.use(stream=...) takes a stream as every memres call does (a CuPy stream's
+    .ptr, __cuda_stream__, a torch stream, an int, None for the legacy default stream): it
+    handed the object to CuPy's CFunctionAllocator, which takes an int only (a CuPy stream
+    was a TypeError from CuPy). A bad stream is memres's TypeError, raised before the
+    environment is touched."""
+    import types
+
+    import memres.cupy
+
+    fake_frameworks(monkeypatch)
+    made = []
+    sys.modules["cupy"].cuda.memory.CFunctionAllocator = (
+        lambda stream, malloc, free, owner: made.append(stream) or ("cfa", stream))
+    monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+
+    class CudaStream:
+        def __cuda_stream__(self):
+            return (0, 0x5678)
+
+    for stream, handle in ((None, 0), (0, 0), (2, 2), (types.SimpleNamespace(ptr=0x1234), 0x1234),
+                           (CudaStream(), 0x5678),
+                           (types.SimpleNamespace(cuda_stream=0x9abc), 0x9abc)):
+        memres.cupy.use(stream=stream)
+        assert made[-1] == handle and type(made[-1]) is int
+    for stream, error in (("s", TypeError), (1.5, TypeError), (-1, memres.OutOfRangeError)):
+        monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+        with pytest.raises(error, match="stream"):
+            memres.cupy.use(spec="dmr:device={device}", stream=stream)
+        assert "MEMRES_ALLOCATOR_RESOURCE" not in os.environ
+    assert len(made) == 6
+
+
 def test_use_keeps_the_frameworks_own_import_error(monkeypatch):
     """A torch that is installed but fails to import (a library of its own missing) keeps its
     own error: only a torch that is not there is reported as not installed."""
