@@ -230,15 +230,23 @@ pymemres_buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
   Py_RETURN_NONE;
 }
 
-/* An int (or __index__) from 0 to 2**64-1 in *@out; -1 with TypeError, or
+/* An int (or __index__; not a bool) from 0 to 2**64-1 in *@out; -1 with TypeError, or
  * memres.OutOfRangeError (a ValueError and an OverflowError) worded @negative for a negative
  * one, @too_big for one past 2**64-1 (one past the buffer's end is memres's own refusal,
  * later). */
 static int
-unsigned_arg (PyObject *obj, gsize *out, const char *negative, const char *too_big)
+unsigned_arg (PyObject *obj, gsize *out, const char *negative, const char *too_big,
+              const char *not_bool)
 {
-  PyObject *index = PyNumber_Index (obj);
+  PyObject *index;
 
+  /* a bool is no offset or size (read(True) read from offset 1): TypeError @not_bool */
+  if (PyBool_Check (obj))
+    {
+      PyErr_SetString (PyExc_TypeError, not_bool);
+      return -1;
+    }
+  index = PyNumber_Index (obj);
   if (index == NULL)
     return -1;
   *out = PyLong_AsSize_t (index);
@@ -267,7 +275,8 @@ unsigned_arg (PyObject *obj, gsize *out, const char *negative, const char *too_b
 static int
 offset_arg (PyObject *obj, gsize *out)
 {
-  return unsigned_arg (obj, out, "offset must be >= 0", "offset must be an int from 0 to 2**64-1");
+  return unsigned_arg (obj, out, "offset must be >= 0", "offset must be an int from 0 to 2**64-1",
+                       "offset must be an int, not bool");
 }
 
 /* read()'s size (None, to the end, is the caller's) */
@@ -275,7 +284,8 @@ static int
 count_arg (PyObject *obj, gsize *out)
 {
   return unsigned_arg (obj, out, "size must be None (to the end) or an int of 0 or more",
-                       "size must be None (to the end) or an int from 0 to 2**64-1");
+                       "size must be None (to the end) or an int from 0 to 2**64-1",
+                       "size must be None (to the end) or an int, not bool");
 }
 
 PyObject *

@@ -187,6 +187,32 @@ def test_int_arguments_out_of_range(host):
     buf.close()
 
 
+def test_bool_is_not_a_size(host):
+    # True and False are ints to Python, but never a size, offset or address: allocate(True)
+    # made a 1-byte buffer, read(True) read from offset 1 (as a stream handle, a bool was a
+    # TypeError already); torch.empty(True) refuses it too
+    buf = host.allocate(16)
+    calls = [
+        (lambda: host.allocate(True), "size must be an int, not bool"),
+        (lambda: host.allocate(size=False), "size must be an int, not bool"),
+        (lambda: host.trim(False), "bytes_to_keep must be an int, not bool"),
+        (lambda: buf.read(True), "offset must be an int, not bool"),
+        (lambda: buf.read(0, True), "size must be None (to the end) or an int, not bool"),
+        (lambda: buf.write(b"x", True), "offset must be an int, not bool"),
+        (lambda: memres.Buffer.from_handle(buf.handle, True), "size must be an int, not bool"),
+        (lambda: memres.Buffer.from_handle(True, 0), "ptr must be an int, not bool"),
+    ]
+    for call, message in calls:
+        with pytest.raises(TypeError) as info:
+            call()
+        assert str(info.value) == message
+        assert not isinstance(info.value, memres.Error)
+    # ints and __index__ ints still are
+    assert host.allocate(1).size == 1 and host.allocate(IndexInt(2)).size == 2
+    assert buf.read(IndexInt(15), 1) == buf.read(15)
+    buf.close()
+
+
 def test_bad_sleep_mode_is_invalid_argument(host):
     # a sleep mode that does not exist was a bare ValueError, without domain or code
     with pytest.raises(memres.InvalidArgumentError) as info:
