@@ -17,24 +17,30 @@ def use(spec=None, stream=0):
     cupy.cuda.memory.OutOfMemoryError (CuPy itself does not check a NULL). Returns an object
     whose stats(device), resource(device) and count_buffers(device) tell what each device's
     resource holds. An empty spec raises memres.InvalidArgumentError (a ValueError); without
-    CuPy installed, ModuleNotFoundError."""
+    CuPy installed, ModuleNotFoundError; CuPy's own error where it refuses the allocator (the
+    MEMRES_ALLOCATOR_RESOURCE found put back)."""
     spec = _allocator.resolve_spec(spec)
     # CuPy takes an int: the handle of any stream memres takes, checked before anything changes
     stream = _memres._stream_handle(stream)
     cupy = _allocator.import_framework("cupy", "cupy.use")
 
     alloc = _allocator.Allocator(spec)
-    cfa = cupy.cuda.memory.CFunctionAllocator(stream, alloc.address("memres_cupy_malloc"),
-                                              alloc.address("memres_cupy_free"), alloc)
-    oom = cupy.cuda.memory.OutOfMemoryError
+    try:
+        cfa = cupy.cuda.memory.CFunctionAllocator(stream, alloc.address("memres_cupy_malloc"),
+                                                  alloc.address("memres_cupy_free"), alloc)
+        oom = cupy.cuda.memory.OutOfMemoryError
 
-    def malloc(size):
-        mp = cfa.malloc(size)
-        if size > 0 and mp.ptr == 0:
-            raise oom(size, -1)
-        return mp
+        def malloc(size):
+            mp = cfa.malloc(size)
+            if size > 0 and mp.ptr == 0:
+                raise oom(size, -1)
+            return mp
 
-    malloc.c_function_allocator = cfa
-    cupy.cuda.set_allocator(malloc)
+        malloc.c_function_allocator = cfa
+        cupy.cuda.set_allocator(malloc)
+    except BaseException:
+        # refused: the spec reaches no later use() nor a child process (as torch.use())
+        alloc.restore_environment()
+        raise
     alloc.malloc = malloc
     return alloc

@@ -203,6 +203,28 @@ def test_cupy_use_takes_any_stream(monkeypatch):
     assert len(made) == 6
 
 
+@pytest.mark.parametrize("previous", [None, "cache>vmm:device={device}"])
+def test_cupy_use_refused_restores_environment(previous, monkeypatch):
+    """A cupy.use() that CuPy refuses (its CFunctionAllocator or set_allocator raises) puts
+    back the MEMRES_ALLOCATOR_RESOURCE it found, as torch.use() does: the refused spec reached
+    the next use() without a spec, and child processes."""
+    import memres.cupy
+
+    fake_frameworks(monkeypatch)
+
+    def refuse(malloc):
+        raise RuntimeError("CuPy refuses")
+
+    monkeypatch.setattr(sys.modules["cupy"].cuda, "set_allocator", refuse)
+    if previous is None:
+        monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+    else:
+        monkeypatch.setenv("MEMRES_ALLOCATOR_RESOURCE", previous)
+    with pytest.raises(RuntimeError, match="CuPy refuses"):
+        memres.cupy.use(spec="limit:max=1GiB>dmr:device={device}")
+    assert os.environ.get("MEMRES_ALLOCATOR_RESOURCE") == previous
+
+
 def test_use_keeps_the_frameworks_own_import_error(monkeypatch):
     """A torch that is installed but fails to import (a library of its own missing) keeps its
     own error: only a torch that is not there is reported as not installed."""
