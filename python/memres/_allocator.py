@@ -17,6 +17,26 @@ def error(message, code=_memres.ERROR_INVALID_ARGUMENT):
 
 DEFAULT_SPEC = "cache>dmr:device={device}"
 
+_FRAMEWORKS = {"torch": "PyTorch", "cupy": "CuPy"}
+
+
+def import_framework(name, call):
+    """The framework module name ("torch", "cupy") that memres.<call>() installs memres into.
+    One that is not installed raises ModuleNotFoundError (an ImportError) naming the call and
+    the framework, chained to the import's own error; one that is installed but fails to import
+    (a library of its own missing) raises its own error unchanged."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name != name:
+            raise
+        raise ModuleNotFoundError(
+            "memres.%s() needs %s, which is not installed here (import %s: %s); install it, or "
+            "use memres.Resource and DLPack without it" % (call, _FRAMEWORKS[name], name, err),
+            name=name) from err
+
 
 def check_spec(spec):
     """The spec use() was given, checked before anything is loaded: None, or a str that is not

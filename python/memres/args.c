@@ -12,8 +12,8 @@ pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t nar
 
   if (nargs > n_names)
     {
-      PyErr_Format (PyExc_TypeError, "%s() takes at most %zd arguments (%zd given)", function,
-                    n_names, nargs);
+      PyErr_Format (PyExc_TypeError, "%s() takes at most %zd argument%s (%zd given)", function,
+                    n_names, n_names == 1 ? "" : "s", nargs);
       return -1;
     }
   for (Py_ssize_t i = 0; i < n_names; i++)
@@ -65,9 +65,16 @@ pymemres_size_overflow (const char *name, PyObject *value)
 size_t
 pymemres_size_from_object (const char *name, PyObject *value)
 {
-  PyObject *index = PyNumber_Index (value); /* an int, or an object with __index__ */
+  PyObject *index;
   size_t size;
 
+  /* True is an int to Python but never a size or an address (allocate(True) made 1 byte) */
+  if (PyBool_Check (value))
+    {
+      PyErr_Format (PyExc_TypeError, "%s must be an int, not bool", name);
+      return (size_t) -1;
+    }
+  index = PyNumber_Index (value); /* an int, or an object with __index__ */
   if (index == NULL)
     return (size_t) -1;
   size = PyLong_AsSize_t (index);

@@ -35,7 +35,8 @@ new_destination (PyMemresBuffer *self, MemresStream stream)
     {
       PyErr_SetString (PyExc_ValueError,
                        "copy_to(): give dst: this buffer's memory has no memres resource to "
-                       "allocate one from (wrapped memory, Buffer.from_handle())");
+                       "allocate one from (wrapped memory: Buffer.from_handle(), or "
+                       "memres.from_dlpack() of another library's tensor)");
       return NULL;
     }
   if (resource == NULL)
@@ -229,15 +230,23 @@ pymemres_buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
   Py_RETURN_NONE;
 }
 
-/* An int (or __index__) from 0 to 2**64-1 in *@out; -1 with TypeError, or
+/* An int (or __index__; not a bool) from 0 to 2**64-1 in *@out; -1 with TypeError, or
  * memres.OutOfRangeError (a ValueError and an OverflowError) worded @negative for a negative
  * one, @too_big for one past 2**64-1 (one past the buffer's end is memres's own refusal,
  * later). */
 static int
-unsigned_arg (PyObject *obj, gsize *out, const char *negative, const char *too_big)
+unsigned_arg (PyObject *obj, gsize *out, const char *negative, const char *too_big,
+              const char *not_bool)
 {
-  PyObject *index = PyNumber_Index (obj);
+  PyObject *index;
 
+  /* a bool is no offset or size (read(True) read from offset 1): TypeError @not_bool */
+  if (PyBool_Check (obj))
+    {
+      PyErr_SetString (PyExc_TypeError, not_bool);
+      return -1;
+    }
+  index = PyNumber_Index (obj);
   if (index == NULL)
     return -1;
   *out = PyLong_AsSize_t (index);
@@ -266,7 +275,8 @@ unsigned_arg (PyObject *obj, gsize *out, const char *negative, const char *too_b
 static int
 offset_arg (PyObject *obj, gsize *out)
 {
-  return unsigned_arg (obj, out, "offset must be >= 0", "offset must be an int from 0 to 2**64-1");
+  return unsigned_arg (obj, out, "offset must be >= 0", "offset must be an int from 0 to 2**64-1",
+                       "offset must be an int, not bool");
 }
 
 /* read()'s size (None, to the end, is the caller's) */
@@ -274,7 +284,8 @@ static int
 count_arg (PyObject *obj, gsize *out)
 {
   return unsigned_arg (obj, out, "size must be None (to the end) or an int of 0 or more",
-                       "size must be None (to the end) or an int from 0 to 2**64-1");
+                       "size must be None (to the end) or an int from 0 to 2**64-1",
+                       "size must be None (to the end) or an int, not bool");
 }
 
 PyObject *
@@ -299,30 +310,21 @@ pymemres_buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
     return NULL;
   if (memres_buffer_is_closed (self->buf))
     return pymemres_raise_closed ();
-  if (offset > size)
+  /* past the end: memres's own refusal (InvalidArgumentError, as write() gives; an offset past
+   * the end was a plain ValueError), before any bytes object of that size is made (read(0,
+   * 2**62) was a MemoryError, a large one a long wait); the message names the size asked, 0
+   * for None (read(17, 2) said "range of 0 bytes") */
+  if (offset > size || (size_obj != Py_None && n > size - offset))
     {
       char nothing;
 
-      /* past the end: memres's own refusal (InvalidArgumentError, as write() and a size past
-       * the end give; it was a plain ValueError) */
-      if (!memres_buffer_read (self->buf, offset, &nothing, 0, NULL, &error))
+      if (!memres_buffer_read (self->buf, offset, &nothing, n, NULL, &error))
         return pymemres_raise (error);
       PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
       return NULL;
     }
   if (size_obj == Py_None)
     n = size - offset;
-  else if (n > size - offset)
-    {
-      char nothing;
-
-      /* past the end: memres's own refusal (InvalidArgumentError), before any bytes object of
-       * that size is made (read(0, 2**62) was a MemoryError, a large one a long wait) */
-      if (!memres_buffer_read (self->buf, offset, &nothing, n, NULL, &error))
-        return pymemres_raise (error);
-      PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
-      return NULL;
-    }
   bytes = PyBytes_FromStringAndSize (NULL, (Py_ssize_t) n);
   if (bytes == NULL)
     return NULL;

@@ -1,5 +1,5 @@
 """memres as CuPy's allocator, in one line: memres.cupy.use()."""
-from . import _allocator
+from . import _allocator, _memres
 
 DEFAULT_SPEC = _allocator.DEFAULT_SPEC
 
@@ -11,26 +11,36 @@ def use(spec=None, stream=0):
     memres_cupy_malloc/free, a CFunctionAllocator): each device's memory comes from
     Resource(spec), {device} replaced by its ordinal (spec None: the MEMRES_ALLOCATOR_RESOURCE
     set in the environment, else "cache>dmr:device={device}"; a spec given replaces it for this
-    process), ordered on stream (0: the legacy default
-    stream, or a CUstream as an int). A failed allocation raises
+    process), ordered on stream (0 or None: the legacy default stream; else any stream memres
+    takes: an int handle, a CuPy or torch stream, an object with __cuda_stream__; another
+    object is a TypeError). A failed allocation raises
     cupy.cuda.memory.OutOfMemoryError (CuPy itself does not check a NULL). Returns an object
     whose stats(device), resource(device) and count_buffers(device) tell what each device's
-    resource holds. An empty spec raises memres.InvalidArgumentError (a ValueError)."""
+    resource holds. An empty spec raises memres.InvalidArgumentError (a ValueError); without
+    CuPy installed, ModuleNotFoundError; CuPy's own error where it refuses the allocator (the
+    MEMRES_ALLOCATOR_RESOURCE found put back)."""
     spec = _allocator.resolve_spec(spec)
-    import cupy
+    # CuPy takes an int: the handle of any stream memres takes, checked before anything changes
+    stream = _memres._stream_handle(stream)
+    cupy = _allocator.import_framework("cupy", "cupy.use")
 
     alloc = _allocator.Allocator(spec)
-    cfa = cupy.cuda.memory.CFunctionAllocator(stream, alloc.address("memres_cupy_malloc"),
-                                              alloc.address("memres_cupy_free"), alloc)
-    oom = cupy.cuda.memory.OutOfMemoryError
+    try:
+        cfa = cupy.cuda.memory.CFunctionAllocator(stream, alloc.address("memres_cupy_malloc"),
+                                                  alloc.address("memres_cupy_free"), alloc)
+        oom = cupy.cuda.memory.OutOfMemoryError
 
-    def malloc(size):
-        mp = cfa.malloc(size)
-        if size > 0 and mp.ptr == 0:
-            raise oom(size, -1)
-        return mp
+        def malloc(size):
+            mp = cfa.malloc(size)
+            if size > 0 and mp.ptr == 0:
+                raise oom(size, -1)
+            return mp
 
-    malloc.c_function_allocator = cfa
-    cupy.cuda.set_allocator(malloc)
+        malloc.c_function_allocator = cfa
+        cupy.cuda.set_allocator(malloc)
+    except BaseException:
+        # refused: the spec reaches no later use() nor a child process (as torch.use())
+        alloc.restore_environment()
+        raise
     alloc.malloc = malloc
     return alloc

@@ -139,6 +139,19 @@ module_resource_from_address (PyObject *module, PyObject *arg)
   return pymemres_resource_wrap (memres_resource_ref (ptr));
 }
 
+/* _stream_handle(stream): the handle of a stream argument as every method reads one (stream.c),
+ * as an int, 0 for None: memres.cupy.use()'s stream for CuPy, which takes an int only.
+ * Internal. */
+static PyObject *
+module_stream_handle (PyObject *module, PyObject *obj)
+{
+  MemresStream stream = NULL;
+
+  if (pymemres_stream_from_object (obj, &stream) < 0)
+    return NULL;
+  return PyLong_FromUnsignedLongLong ((unsigned long long) (guintptr) stream);
+}
+
 static PyObject *
 module_from_dlpack (PyObject *module, PyObject *obj)
 {
@@ -183,6 +196,8 @@ static PyMethodDef module_methods[] = {
     "plugin_search_path() -> list of str\n\nThe directories searched for plugins, in order." },
   { "_resource_from_address", module_resource_from_address, METH_O,
     "_resource_from_address(address) -> Resource\n\nInternal: libmemres-allocator's resources." },
+  { "_stream_handle", module_stream_handle, METH_O,
+    "_stream_handle(stream) -> int\n\nInternal: a stream argument's handle (memres.cupy.use())." },
   { "_tag_push", pymemres_tag_push, METH_O,
     "_tag_push(name)\n\nInternal: memres.tag() (memres_tag_push on the calling thread)." },
   { "_tag_pop", pymemres_tag_pop, METH_O,

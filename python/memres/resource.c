@@ -468,12 +468,13 @@ static PyMethodDef resource_methods[] = {
     "(send its spec)." },
   { "allocate", (PyCFunction) (void (*) (void)) resource_allocate, METH_FASTCALL | METH_KEYWORDS,
     "allocate(size, stream=None) -> Buffer\n\n"
-    "Allocates size bytes (an int from 0 to 2**64-1; a kind may round up: Buffer.size says)\n"
-    "ordered on stream (None: the legacy default stream; an int handle, an object with\n"
-    "__cuda_stream__, a torch or CuPy stream, one with an int .handle). Raises\n"
-    "OutOfRangeError for a size out of that range (an OverflowError, as cuda.core raises,\n"
-    "and a ValueError), OutOfMemoryError when there is no memory left, InvalidArgumentError\n"
-    "for a size the kind refuses, Error otherwise." },
+    "Allocates size bytes (an int from 0 to 2**64-1, not a bool; a kind may round up:\n"
+    "Buffer.size says) ordered on stream (None: the legacy default stream; an int handle, an\n"
+    "object with __cuda_stream__, a torch or CuPy stream, one with an int .handle). Raises\n"
+    "TypeError for a size that is no int (a float, a bool), OutOfRangeError for one out of\n"
+    "that range (an OverflowError, as cuda.core raises, and a ValueError), OutOfMemoryError\n"
+    "when there is no memory left, InvalidArgumentError for a size the kind refuses, Error\n"
+    "otherwise." },
   { "tag_counts", (PyCFunction) pymemres_resource_tag_counts, METH_O,
     "tag_counts(name) -> dict\n\n"
     "What this counted layer (a stats layer: Resource(\"stats>...\")) counted\n"

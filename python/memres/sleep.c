@@ -31,7 +31,7 @@ pymemres_resource_sleep (PyMemresResource *self, PyObject *args, PyObject *kwarg
   static char *keywords[] = { "tag", "mode", "path", "stream", "host", NULL };
   g_autoptr (MemresSleepPolicy) policy = NULL;
   const char *tag, *mode_name = "discard", *path = NULL;
-  PyObject *stream_obj = Py_None, *host = Py_None, *path_obj = Py_None;
+  PyObject *tag_obj, *stream_obj = Py_None, *host = Py_None, *path_obj = Py_None;
   PyObject *path_bytes = NULL, *ret = NULL;
   MemresResource *mr, *host_mr = NULL;
   MemresStream stream = NULL;
@@ -39,9 +39,12 @@ pymemres_resource_sleep (PyMemresResource *self, PyObject *args, PyObject *kwarg
   GError *error = NULL;
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s|$sOOO", keywords, &tag, &mode_name, &path_obj,
-                                    &stream_obj, &host)
-      || sleep_mode (mode_name, &mode) < 0 || pymemres_stream_from_object (stream_obj, &stream) < 0)
+  /* named (":sleep"): the errors said "function"; the tag read as the tag functions read it
+   * (a NUL is the tag's InvalidArgumentError, not "embedded null character") */
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|$sOOO:sleep", keywords, &tag_obj, &mode_name,
+                                    &path_obj, &stream_obj, &host)
+      || pymemres_tag_name (tag_obj, FALSE, &tag) < 0 || sleep_mode (mode_name, &mode) < 0
+      || pymemres_stream_from_object (stream_obj, &stream) < 0)
     return NULL;
   /* path: None, or what open() takes: a str, bytes or an os.PathLike (pathlib.Path), in the
    * file system's encoding; a NUL in it is a ValueError */
@@ -86,7 +89,7 @@ PyObject *
 pymemres_resource_wake (PyMemresResource *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "tag", "stream", NULL };
-  PyObject *stream_obj = Py_None;
+  PyObject *tag_obj, *stream_obj = Py_None;
   MemresStream stream = NULL;
   GError *error = NULL;
   const char *tag;
@@ -94,7 +97,9 @@ pymemres_resource_wake (PyMemresResource *self, PyObject *args, PyObject *kwargs
 
   MemresResource *mr;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s|$O", keywords, &tag, &stream_obj)
+  /* as sleep()'s */
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|$O:wake", keywords, &tag_obj, &stream_obj)
+      || pymemres_tag_name (tag_obj, FALSE, &tag) < 0
       || pymemres_stream_from_object (stream_obj, &stream) < 0
       || (mr = pymemres_resource_ref ((PyObject *) self)) == NULL)
     return NULL;

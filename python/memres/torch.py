@@ -23,10 +23,11 @@ def use(spec=None):
     and memres raises memres.Error then rather than leave two allocators (and puts back the
     MEMRES_ALLOCATOR_RESOURCE it found, so that the refused spec reaches nothing). Raises memres.Error
     when libmemres-allocator was built without C++ (its alloc returns NULL, which torch does
-    not check). An empty spec raises memres.InvalidArgumentError (a ValueError)."""
+    not check). An empty spec raises memres.InvalidArgumentError (a ValueError); without torch
+    installed, ModuleNotFoundError."""
     global _installed
     spec = _allocator.resolve_spec(spec)
-    import torch
+    torch = _allocator.import_framework("torch", "torch.use")
 
     alloc = _allocator.Allocator(spec)
     if not alloc.lib.memres_torch_alloc_throws():
@@ -68,9 +69,9 @@ def mem_pool(spec=None):
     made once per process and device, so a spec other than the one this process's earlier
     use() or mem_pool() gave raises memres.Error. The pool's allocator object (stats(device),
     count_buffers(device)) is memres.torch.pool_allocator() afterwards. Raises memres.Error for
-    a torch without torch.cuda.MemPool."""
+    a torch without torch.cuda.MemPool, ModuleNotFoundError without torch installed."""
     spec = _allocator.resolve_spec(spec)
-    import torch
+    torch = _allocator.import_framework("torch", "torch.mem_pool")
 
     if getattr(torch.cuda, "MemPool", None) is None:
         raise _allocator.error("torch.cuda.MemPool is not in this torch (PyTorch 2.5 and later "

@@ -130,6 +130,24 @@ def test_read_past_end(host):
     buf.close()
 
 
+def test_read_past_end_names_the_size_asked(host):
+    # an offset past the end with a size: the message says the size given (read(17, 2) said
+    # "range of 0 bytes at offset 17", as write(b"ab", 17) says "range of 2 bytes")
+    buf = host.allocate(16)
+    for offset, size in ((17, 2), (2**64 - 1, 2), (2**63, 1), (8, 9)):
+        with pytest.raises(memres.InvalidArgumentError) as info:
+            buf.read(offset, size)
+        assert "range of %d bytes at offset %d is outside the buffer of 16 bytes" % (
+            size, offset) in str(info.value)
+        with pytest.raises(memres.InvalidArgumentError) as info:
+            buf.write(b"\0" * size, offset)
+        assert "range of %d bytes at offset %d" % (size, offset) in str(info.value)
+    # without a size (to the end), nothing is asked past the offset
+    with pytest.raises(memres.InvalidArgumentError, match="range of 0 bytes at offset 17 "):
+        buf.read(17)
+    buf.close()
+
+
 def test_copy_to_and_from(host):
     a, b = host.allocate(32), host.allocate(32)
     a.write(bytes(range(32)))
@@ -225,8 +243,15 @@ def test_copy_to_and_from_in_cuda_cores_words():
     c.close()
     # wrapped memory has no memres resource to allocate from: ValueError, nothing allocated
     view = memres.Buffer.from_handle(a.handle, 32)
-    with pytest.raises(ValueError, match="no memres resource"):
+    with pytest.raises(ValueError, match="no memres resource.*Buffer.from_handle()"):
         view.copy_to()
+    view.close()
+    # nor another library's tensor (the message named from_handle() alone): here a view's
+    view = memres.Buffer.from_handle(a.handle, 32)
+    wrapped = memres.from_dlpack(view)
+    with pytest.raises(ValueError, match="no memres resource.*memres.from_dlpack()"):
+        wrapped.copy_to()
+    wrapped.close()
     view.close()
     closed = mr.allocate(8)
     closed.close()

@@ -187,6 +187,32 @@ def test_int_arguments_out_of_range(host):
     buf.close()
 
 
+def test_bool_is_not_a_size(host):
+    # True and False are ints to Python, but never a size, offset or address: allocate(True)
+    # made a 1-byte buffer, read(True) read from offset 1 (as a stream handle, a bool was a
+    # TypeError already); torch.empty(True) refuses it too
+    buf = host.allocate(16)
+    calls = [
+        (lambda: host.allocate(True), "size must be an int, not bool"),
+        (lambda: host.allocate(size=False), "size must be an int, not bool"),
+        (lambda: host.trim(False), "bytes_to_keep must be an int, not bool"),
+        (lambda: buf.read(True), "offset must be an int, not bool"),
+        (lambda: buf.read(0, True), "size must be None (to the end) or an int, not bool"),
+        (lambda: buf.write(b"x", True), "offset must be an int, not bool"),
+        (lambda: memres.Buffer.from_handle(buf.handle, True), "size must be an int, not bool"),
+        (lambda: memres.Buffer.from_handle(True, 0), "ptr must be an int, not bool"),
+    ]
+    for call, message in calls:
+        with pytest.raises(TypeError) as info:
+            call()
+        assert str(info.value) == message
+        assert not isinstance(info.value, memres.Error)
+    # ints and __index__ ints still are
+    assert host.allocate(1).size == 1 and host.allocate(IndexInt(2)).size == 2
+    assert buf.read(IndexInt(15), 1) == buf.read(15)
+    buf.close()
+
+
 def test_bad_sleep_mode_is_invalid_argument(host):
     # a sleep mode that does not exist was a bare ValueError, without domain or code
     with pytest.raises(memres.InvalidArgumentError) as info:
@@ -220,3 +246,27 @@ def test_error_message_not_utf8(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ok\n"
+
+
+def test_fastcall_argument_errors(host):
+    # the METH_FASTCALL methods' own parser (args.c) says what CPython's says, in its grammar:
+    # "close() takes at most 1 arguments (2 given)" was its plural for one
+    buf = host.allocate(8)
+    for call, most in ((buf.close, 1), (buf.set_deallocation_stream, 1), (host.allocate, 2),
+                       (buf.copy_to, 2)):
+        name = call.__name__
+        args = (None,) * (most + 1)
+        plural = "" if most == 1 else "s"
+        with pytest.raises(TypeError) as info:
+            call(*args)
+        assert str(info.value) == "%s() takes at most %d argument%s (%d given)" % (
+            name, most, plural, most + 1)
+        with pytest.raises(TypeError, match=r"^%s\(\) got an unexpected keyword argument 'x'$"
+                           % name):
+            call(x=1)
+    with pytest.raises(TypeError, match=r"^allocate\(\) missing required argument 'size'$"):
+        host.allocate(stream=None)
+    with pytest.raises(TypeError, match=r"^allocate\(\) got multiple values for argument 'size'$"):
+        host.allocate(8, size=8)
+    assert not buf.closed
+    buf.close()

@@ -143,6 +143,107 @@ def test_torch_use_refused_restores_environment(previous, monkeypatch):
     assert len(installed) == 1
 
 
+@pytest.mark.parametrize("call", ["torch.use", "torch.mem_pool", "cupy.use"])
+def test_use_without_the_framework(call, monkeypatch):
+    """Where torch or CuPy is not installed, use() and mem_pool() say which call needs which
+    framework (they raised the bare "No module named 'torch'" of their own import, from inside
+    memres/torch.py, a module named torch itself): a ModuleNotFoundError still (an ImportError,
+    as Python programs catch a missing optional dependency), naming the module, and the
+    environment untouched."""
+    import memres.cupy
+    import memres.torch
+
+    framework, function = call.split(".")
+    # absent: an import of it fails as for a module that is not installed
+    monkeypatch.setitem(sys.modules, framework, None)
+    monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+    monkeypatch.setattr(memres.torch, "_installed", None)
+    with pytest.raises(ModuleNotFoundError) as info:
+        getattr(getattr(memres, framework), function)(spec="cache>dmr:device={device}")
+    message = str(info.value)
+    assert "memres.%s() needs %s" % (call, {"torch": "PyTorch", "cupy": "CuPy"}[framework]) \
+        in message
+    assert "not installed" in message and "import %s" % framework in message
+    assert info.value.name == framework
+    assert isinstance(info.value.__cause__, ImportError)
+    assert "MEMRES_ALLOCATOR_RESOURCE" not in os.environ
+    assert memres.torch._installed is None
+
+
+def test_cupy_use_takes_any_stream(monkeypatch):
+    """memres.cupy.use(stream=...) takes a stream as every memres call does (a CuPy stream's
+    .ptr, __cuda_stream__, a torch stream, an int, None for the legacy default stream): it
+    handed the object to CuPy's CFunctionAllocator, which takes an int only (a CuPy stream
+    was a TypeError from CuPy). A bad stream is memres's TypeError, raised before the
+    environment is touched."""
+    import types
+
+    import memres.cupy
+
+    fake_frameworks(monkeypatch)
+    made = []
+    sys.modules["cupy"].cuda.memory.CFunctionAllocator = (
+        lambda stream, malloc, free, owner: made.append(stream) or ("cfa", stream))
+    monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+
+    class CudaStream:
+        def __cuda_stream__(self):
+            return (0, 0x5678)
+
+    for stream, handle in ((None, 0), (0, 0), (2, 2), (types.SimpleNamespace(ptr=0x1234), 0x1234),
+                           (CudaStream(), 0x5678),
+                           (types.SimpleNamespace(cuda_stream=0x9abc), 0x9abc)):
+        memres.cupy.use(stream=stream)
+        assert made[-1] == handle and type(made[-1]) is int
+    for stream, error in (("s", TypeError), (1.5, TypeError), (-1, memres.OutOfRangeError)):
+        monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+        with pytest.raises(error, match="stream"):
+            memres.cupy.use(spec="dmr:device={device}", stream=stream)
+        assert "MEMRES_ALLOCATOR_RESOURCE" not in os.environ
+    assert len(made) == 6
+
+
+@pytest.mark.parametrize("previous", [None, "cache>vmm:device={device}"])
+def test_cupy_use_refused_restores_environment(previous, monkeypatch):
+    """A cupy.use() that CuPy refuses (its CFunctionAllocator or set_allocator raises) puts
+    back the MEMRES_ALLOCATOR_RESOURCE it found, as torch.use() does: the refused spec reached
+    the next use() without a spec, and child processes."""
+    import memres.cupy
+
+    fake_frameworks(monkeypatch)
+
+    def refuse(malloc):
+        raise RuntimeError("CuPy refuses")
+
+    monkeypatch.setattr(sys.modules["cupy"].cuda, "set_allocator", refuse)
+    if previous is None:
+        monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+    else:
+        monkeypatch.setenv("MEMRES_ALLOCATOR_RESOURCE", previous)
+    with pytest.raises(RuntimeError, match="CuPy refuses"):
+        memres.cupy.use(spec="limit:max=1GiB>dmr:device={device}")
+    assert os.environ.get("MEMRES_ALLOCATOR_RESOURCE") == previous
+
+
+def test_use_keeps_the_frameworks_own_import_error(monkeypatch):
+    """A torch that is installed but fails to import (a library of its own missing) keeps its
+    own error: only a torch that is not there is reported as not installed."""
+    import importlib.abc
+    import memres.torch
+
+    class Broken(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "torch":
+                raise ImportError("libcudart.so.12: cannot open shared object file")
+            return None
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Broken()] + sys.meta_path)
+    with pytest.raises(ImportError, match="^libcudart.so.12: cannot open") as info:
+        memres.torch.use()
+    assert not isinstance(info.value, ModuleNotFoundError)
+
+
 def test_torch_use_twice(monkeypatch):
     """torch refuses a second change_current_allocator (its pluggable allocator says it is
     initialized): the second use() raises memres.Error saying memres is installed already,

@@ -111,6 +111,33 @@ def test_bad_arguments(vmm_stack):
         vmm_stack.is_asleep(3)
 
 
+def test_argument_errors_name_the_call(host):
+    # sleep() and wake() parsed their arguments without a name ("function missing required
+    # argument 'tag' (pos 1)"), and read the tag as a C string: a NUL was a plain ValueError
+    # ("embedded null character") and None "argument 1 must be str", where is_asleep(), tag()
+    # and tag_counts() give the tag's own errors
+    for call in (host.sleep, host.wake):
+        name = call.__name__
+        with pytest.raises(TypeError, match=r"^%s\(\) missing required argument 'tag'" % name):
+            call()
+        with pytest.raises(TypeError, match=r"^%s\(\) takes at most 1 positional argument"
+                           % name):
+            call("py-sleep-args", "backup")
+        with pytest.raises(TypeError, match=r"'bogus'.*\b%s\(\)|%s\(\).*'bogus'" % (name, name)):
+            call("py-sleep-args", bogus=1)
+        for tag in (None, 3, b"py-sleep-args"):
+            with pytest.raises(TypeError, match="^a tag is a str$"):
+                call(tag)
+        for tag in ("py\0sleep", "py-sleep\0"):
+            with pytest.raises(memres.InvalidArgumentError, match="control character U\\+0000"
+                               ) as e:
+                call(tag)
+            assert (e.value.domain, e.value.code) == ("memres-tag-error-quark",
+                                                      memres.TagErrorCode.INVALID)
+    with pytest.raises(TypeError, match=r"^sleep\(\) argument .*must be str, not None"):
+        host.sleep("py-sleep-args", mode=None)
+
+
 def test_cannot_sleep(host):
     with memres.tag("py-sleep-host"):
         host.allocate(64).close()
