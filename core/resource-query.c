@@ -28,7 +28,7 @@ core_usage (MemresResource *mr, MemresStats *s)
  * with memres_upstream_allocate(); reserved = used); a kind's get_stats slot starts from those
  * counts and replaces what it knows better (for pools, cuMemPoolGetAttribute(); for vmm, the
  * physical bytes as reserved). Kinds registered with %MEMRES_KIND_OWN_USAGE (the driver pools,
- * graph, cache, stats) report their used bytes themselves, and the core leaves their
+ * graph, cache, arena, stats) report their used bytes themselves, and the core leaves their
  * allocate/close path uncounted. The core's counts are
  * kept per thread (no shared cache line written on the allocate/close path): the current bytes
  * are exact when no allocate or close runs at the same time, and so is the high-water mark

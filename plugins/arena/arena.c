@@ -27,8 +27,9 @@
  * (cuCtxSynchronize), so memory is never unmapped or moved while queued work may still use it.
  *
  * Statistics: reserved is the physical memory mapped (granules times granularity), used the
- * bytes handed out (class bytes of blocks, rounded bytes of large buffers); the counters add the
- * virtual bytes reserved and the granules created, remapped and released. */
+ * bytes handed out (class bytes of blocks, rounded bytes of large buffers), both the arena's own
+ * (MEMRES_KIND_OWN_USAGE: the core counts no bytes on the pair); the counters add the virtual
+ * bytes reserved and the granules created, remapped and released. */
 #include "arena-private.h"
 
 #include "../common/fabric.h"
@@ -488,8 +489,12 @@ static const MemresKindInfo arena_kind = {
   .ops = &arena_ops,
   .ipc = &arena_ipc_ops,
   .instance_size = sizeof (Arena),
-  /* each mapped granule is a segment; a buffer is placed by its tag (arena-private.h) */
-  .flags = MEMRES_KIND_SEGMENTS | MEMRES_KIND_TAGGED,
+  /* each mapped granule is a segment; a buffer is placed by its tag (arena-private.h); get_stats
+   * reports the used bytes (class bytes of blocks, rounded bytes of extents: not the sizes handed
+   * out), so the core counts none on the pair: no stripe's bytes, no quota test, and no sum of
+   * the stripes that rewrites every thread's quota (the one write of the class pair to lines
+   * other threads use, bench/pair-lines.py) */
+  .flags = MEMRES_KIND_SEGMENTS | MEMRES_KIND_TAGGED | MEMRES_KIND_OWN_USAGE,
 };
 
 static gboolean
