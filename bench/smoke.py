@@ -8,6 +8,9 @@ as documented and print well-formed JSON with the expected structure; never timi
   smoke.py sleep SLEEP_BENCH ARGS... memres-sleep-bench ARGS: its JSON, the weights' wake
                                      split into the raw create + map and the copy, and the kv
                                      discard's driver calls equal to the raw ones (the fake's)
+  smoke.py random-peak MEMRES_BENCH  memres-bench --random against `arena`: peak reserved over
+                                     peak requested, issue 38's target 5 (a memory figure,
+                                     deterministic on the fake)
 """
 
 import json
@@ -280,12 +283,37 @@ def smoke_sleep(exe, *args):
         fail("the kv wake: %r" % calls)
 
 
+def random_peak(exe, spec):
+    """Section (b)'s peak reserved / peak requested for @spec (its own seed, 42)."""
+    p = run([exe, "--json", "--quiet", "--random", "-r", "1", "--target-ms", "1", "--spec", spec])
+    row = section_rows(check_bench_json(p.stdout, ["random"]), "random")[0]
+    if not row.get("peak_requested"):
+        fail("%s: no peak figures in %r" % (spec, row))
+    return row["peak_reserved"] / row["peak_requested"]
+
+
+def smoke_random_peak(exe):
+    # Issue 38, target 5: the random workload's (1,000 live, 1 KiB-4 MiB, seed 42) peak reserved
+    # at most 1.05 times its peak requested. The free bytes at the peak are slivers of granules
+    # that live neighbours hold; settle=eager coalesces the stream's frees with the settled holes
+    # around them before best fit: 1.034 (1.066 by default; both on the fake at 4, 80 and
+    # 141 GiB: bench/RESULTS.md).
+    eager = random_peak(exe, "arena:settle=eager")
+    lazy = random_peak(exe, "arena")
+    print("arena:settle=eager %.4f, arena %.4f" % (eager, lazy))
+    if not eager <= 1.05:
+        fail("arena:settle=eager: peak reserved / requested %.4f > 1.05" % eager)
+    # the default is not there yet (bench/RESULTS.md): held where it is, and above eager's
+    if not eager < lazy <= 1.08:
+        fail("arena: peak reserved / requested %.4f (eager %.4f)" % (lazy, eager))
+
+
 def main():
     if len(sys.argv) < 3:
         fail(__doc__)
     mode, args = sys.argv[1], sys.argv[2:]
     {"bench": smoke_bench, "peers": smoke_peers, "run-all": smoke_run_all,
-     "sleep": smoke_sleep}[mode](*args)
+     "sleep": smoke_sleep, "random-peak": smoke_random_peak}[mode](*args)
     print("ok")
 
 

@@ -92,11 +92,44 @@ test_bad_options (void)
   }
   mt_new_fails ("arena:device=99", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
   mt_new_fails ("arena:front=17", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "front");
+  mt_new_fails ("arena:settle=sometimes", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "settle");
   if (mt_driver_is_fake ())
     {
       mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0);
       mt_new_fails ("arena", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "virtual memory");
       mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1);
+    }
+}
+
+/* settle=eager: a large request that no free range of its stream's own fits exactly settles the
+ * ranges whose work is done first (one settle, the freed range's bytes then settled: no
+ * tagged bytes left); the default keeps the stream's free range tagged and takes from it. */
+static void
+test_settle_eager (void)
+{
+  const char *specs[] = { "arena", "arena:settle=eager" };
+
+  if (!mt_require_devices (1))
+    return;
+  for (guint i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
+      CUstream s = mt_stream_new_on (0);
+      MemresBuffer *a = mt_alloc_ok (mr, 3 * MiB, s), *b = mt_alloc_ok (mr, 5 * MiB, s), *c;
+      guint64 settles;
+
+      mt_close_ok (a, s);
+      mt_sync_ok (s);
+      g_assert_cmpuint (counter (mr, "tagged_bytes"), ==, 3 * MiB);
+      settles = counter (mr, "settles");
+      c = mt_alloc_ok (mr, MiB, s); /* no exact fit: the 3 MiB range is looser */
+      g_assert_cmpuint (counter (mr, "settles"), ==, settles + i);
+      g_assert_cmpuint (counter (mr, "tagged_bytes"), ==, i == 0 ? 2 * MiB : 0);
+      mt_close_ok (c, s);
+      mt_close_ok (b, s);
+      mt_sync_ok (s);
+      g_clear_pointer (&mr, memres_resource_unref);
+      mt_stream_free (s);
     }
 }
 
@@ -1418,6 +1451,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/arena/basic", test_basic);
   g_test_add_func ("/arena/options/bad", test_bad_options);
+  g_test_add_func ("/arena/settle/eager", test_settle_eager);
   g_test_add_func ("/arena/remap/no-create", test_remap_no_create);
   g_test_add_func ("/arena/remap/release-threshold", test_release_threshold);
   g_test_add_func ("/arena/faults/allocate", test_faults_allocate);

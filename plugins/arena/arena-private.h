@@ -187,6 +187,7 @@ typedef struct
   gboolean fabric;     /* handle_type=fabric, granted by the driver (else POSIX fds) */
   guint64 export_min;  /* with it: large requests of at least this get memory of their own */
   CUmemAllocationProp own_prop; /* prop with the handle type of exportable buffers */
+  gboolean eager_settle;        /* settle=eager (arena-heap.c extent_place()) */
 
   /* the reservations: the first at init, more when the address space runs out (under
    * parts.lock after init) */

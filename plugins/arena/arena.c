@@ -7,7 +7,7 @@
  *
  * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
  *              front=N,front_bytes=SIZE,handle_type=none|posix_fd|fabric,
- *              fabric_fallback=fail|posix_fd,export_min=SIZE]
+ *              fabric_fallback=fail|posix_fd,export_min=SIZE,settle=lazy|eager]
  *
  * At init, one range of address space is reserved (cuMemAddressReserve: `reserve` bytes, by
  * default twice the device's memory, halved until the driver grants it); more are reserved when
@@ -35,6 +35,7 @@
 #include "../common/fabric.h"
 
 static const char *const handle_type_choices[] = { "none", "posix_fd", "fabric", NULL };
+static const char *const settle_choices[] = { "lazy", "eager", NULL };
 
 static const MemresOptionSpec arena_options[] = {
   { "device", MEMRES_OPTION_INT, "0", "CUDA device ordinal the memory belongs to", NULL, 0,
@@ -70,6 +71,12 @@ static const MemresOptionSpec arena_options[] = {
     "with handle_type=posix_fd or fabric: the smallest request that gets memory of its own and "
     "can be exported (0: every request above max_block)",
     NULL, 0, 0 },
+  { "settle", MEMRES_OPTION_ENUM, "lazy",
+    "eager: before placing a large request that no free range of its stream's own fits exactly, "
+    "the free ranges whose work is done are settled (cuEventQuery, no wait), so that best fit "
+    "sees whole holes (less memory for requests of many sizes, a query per such request); lazy: "
+    "only before memory would be created",
+    settle_choices, 0, 0 },
 };
 
 static gboolean
@@ -96,6 +103,7 @@ arena_setup_options (Arena *self, const MemresOptions *options, GError **error)
   self->release_threshold = memres_options_get_size (options, "release_threshold");
   self->exportable = g_strcmp0 (memres_options_get_string (options, "handle_type"), "none") != 0;
   self->export_min = memres_options_get_size (options, "export_min");
+  self->eager_settle = g_strcmp0 (memres_options_get_string (options, "settle"), "eager") == 0;
   /* export_min means nothing without exportable memory: refused rather than ignored */
   if (self->export_min > 0 && !self->exportable)
     {
