@@ -2,8 +2,9 @@
  * plugins/arena/arena-park.c; suite fake): a closed extent taken back at the same address by the
  * next allocation of its size on its stream with no driver call, the statistics exact while it is
  * parked (not used, still reserved); a placement of another size flushes it into the heap first,
- * where it serves without new memory; another stream never gets it while the closing stream's
- * work is queued, and the closing stream gets it back after the flush. */
+ * where it serves without new memory (in place, or lent to a new address); another stream never
+ * gets it while the closing stream's work is queued, and the closing stream gets it back after the
+ * flush. */
 #include "testutil.h"
 
 #include "arena-check.h"
@@ -109,6 +110,54 @@ test_park_flush_reuse (void)
   mt_hazard_end ();
 }
 
+/* Memory short for a new size: x (two granules) parked on a held stream S behind w, y (on S,
+ * too big for x's hole) flushes x into the heap and gets x's two granules lent (mapped at a
+ * second address), nothing created, as without parking (test-arena.c, lent_run()). */
+static void
+test_park_flush_lend (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *x, *w, *y;
+  MtStreamHold *hold;
+  MemresStream s;
+  long creates;
+  guint64 at;
+  gsize g;
+
+  if (!mt_hazard_begin ())
+    return;
+  s = mt_stream_new_on (0);
+  mr = mt_new_ok ("arena:park=true");
+  g = gran (mr);
+  x = mt_alloc_ok (mr, 2 * g, s);
+  at = memres_buffer_get_address (x);
+  w = mt_alloc_ok (mr, g + g / 2, s);
+  g_assert_cmpuint (memres_buffer_get_address (w), ==, at + 2 * g);
+  mt_sync_ok (s);
+  hold = mt_stream_hold (s);
+  mt_fill_byte_ok (x, 0xaa, s);
+  mt_close_ok (x, s);
+  g_assert_cmpuint (counter (mr, "parked"), ==, 1);
+  creates = mt_fake_call_count ("cuMemCreate");
+  y = mt_alloc_ok (mr, 2 * g + g / 4, s);
+  g_assert_cmpuint (counter (mr, "parked"), ==, 0);
+  g_assert_cmpuint (memres_buffer_get_address (y), ==, at + 3 * g + g / 2);
+  g_assert_cmpuint (counter (mr, "granules_lent"), ==, 2);
+  g_assert_cmpint (mt_fake_call_count ("cuMemCreate"), ==, creates);
+  g_assert_cmpuint (stats_ok (mr).reserved_high, ==, 4 * g);
+  mt_fill_byte_ok (y, 0xcc, s);
+  mt_stream_release (hold);
+  mt_assert_bytes (y, 0xcc, s);
+  mt_close_ok (y, s);
+  mt_close_ok (w, s);
+  mt_sync_ok (s);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  mt_stream_free (s);
+  mt_hazard_end ();
+}
+
 /* x parked on A while A is held: B's allocation of its size gets other memory (x's bytes are
  * A's until A is past the close), B's bytes stay B's after A's late fill; A then gets x's extent
  * back from the heap. */
@@ -160,6 +209,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/arena/park/reuse", test_park_reuse);
   g_test_add_func ("/arena/park/flush-reuse", test_park_flush_reuse);
+  g_test_add_func ("/arena/park/flush-lend", test_park_flush_lend);
   g_test_add_func ("/arena/park/streams", test_park_streams);
   return g_test_run ();
 }

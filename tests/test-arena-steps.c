@@ -437,11 +437,13 @@ test_resnet_steps (void)
   g_assert_cmpint (cached[EV_QUERY] + cached[CTX_SYNC] + cached[STREAM_SYNC], ==, 0);
   g_assert_cmpint (cached[EV_RECORD], <=, 16);
   /* park=true (arena-park.c): a steady step's large buffers taken back where they were, or
-   * placed without lending once their sizes were closed before: nothing mapped, unmapped,
-   * created or asked about (h-lend: 22-125 cuMemMap a step without it) */
-  g_assert_cmpint (parked[CREATE] + parked[RELEASE] + parked[MAP] + parked[UNMAP] + parked[ACCESS],
-                   ==, 0);
-  g_assert_cmpint (parked[EV_QUERY] + parked[CTX_SYNC] + parked[STREAM_SYNC], ==, 0);
+   * placed without lending to addresses whose memory was lent away before, once their sizes
+   * were closed before: nothing mapped or created (h-lend: 22-125 cuMemMap a step without it);
+   * step 2 still unmaps the old addresses of step 1's lending (7) */
+  g_assert_cmpint (parked[CREATE] + parked[RELEASE] + parked[MAP] + parked[ACCESS], ==, 0);
+  g_assert_cmpint (parked[UNMAP], <=, 8);
+  g_assert_cmpint (parked[EV_QUERY], <=, 2);
+  g_assert_cmpint (parked[CTX_SYNC] + parked[STREAM_SYNC], ==, 0);
   g_assert_cmpint (parked[EV_RECORD], <=, 32);
   mt_hazard_end ();
 }

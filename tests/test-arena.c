@@ -1382,19 +1382,26 @@ test_replay_target (void)
       if (!g_str_has_suffix (name, ".csv"))
         continue;
       traces++;
-      env = g_environ_setenv (env, "FAKECUDA_DEVICE_MEMORY", "256GiB", TRUE);
-      g_assert_true (g_spawn_sync (NULL, (char **) argv, env, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                                   &err, &status, &error));
-      g_assert_no_error (error);
-      g_test_message ("%s: %s%s", name, out, err);
-      g_assert_true (g_spawn_check_wait_status (status, NULL));
-      used = json_uint (out, "peak_used_bytes");
-      reserved = json_uint (out, "peak_reserved_bytes");
-      g_test_message ("%s against arena: peak reserved / peak requested = %.4f", name,
-                      (double) reserved / (double) used);
-      g_assert_cmpuint (json_uint (out, "failures"), ==, 0);
-      g_assert_cmpuint (used, ==, json_uint (out, "log_peak_used_bytes"));
-      g_assert_cmpuint (reserved * 100, <=, used * 103);
+      /* and with park=true (plugins/arena/arena-park.c), the same target */
+      for (guint spec = 0; spec < 2; spec++)
+        {
+          argv[4] = spec == 0 ? "arena" : "arena:park=true";
+          g_clear_pointer (&out, g_free);
+          g_clear_pointer (&err, g_free);
+          env = g_environ_setenv (env, "FAKECUDA_DEVICE_MEMORY", "256GiB", TRUE);
+          g_assert_true (g_spawn_sync (NULL, (char **) argv, env, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                                       &err, &status, &error));
+          g_assert_no_error (error);
+          g_test_message ("%s: %s%s", name, out, err);
+          g_assert_true (g_spawn_check_wait_status (status, NULL));
+          used = json_uint (out, "peak_used_bytes");
+          reserved = json_uint (out, "peak_reserved_bytes");
+          g_test_message ("%s against %s: peak reserved / peak requested = %.4f", name, argv[4],
+                          (double) reserved / (double) used);
+          g_assert_cmpuint (json_uint (out, "failures"), ==, 0);
+          g_assert_cmpuint (used, ==, json_uint (out, "log_peak_used_bytes"));
+          g_assert_cmpuint (reserved * 100, <=, used * 103);
+        }
     }
   g_assert_cmpuint (traces, >=, 2); /* issue 38's target: resnet18.csv and transformer.csv */
 }

@@ -209,15 +209,16 @@ allocate_large (Arena *self, gsize size, MemresStream stream, guint tag, MemresA
 
   g_mutex_lock (&self->parts.lock);
   /* park=true: an extent of this size parked by a close on this stream, taken back as it is
-   * (arena-park.c); else placed, lending nothing when the size was closed before (a repeating
-   * step's: where lending moves memory every step, as its lent addresses go at the reap, new
-   * memory once serves every step after) */
+   * (arena-park.c); else placed, and when the size was closed before (a repeating step's),
+   * lending nothing to an address whose memory was lent away before (arena-park.c's top) */
   if (!(ok = self->park && arena_park_take (self, rounded, s, tag, &addr, &seen)))
     {
       self->no_lend = seen;
       ok = extent_new_or_flush (self, rounded, FALSE, s, tag, &addr, error);
       self->no_lend = FALSE;
     }
+  else if (self->retired->len > 0)
+    arena_lend_reap (self); /* as every placement does: lent memory's old addresses, drained */
   if (ok)
     {
       self->large_used += rounded;

@@ -732,7 +732,7 @@ arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, gu
 
   /* the stream's own frees may be lent to it (arena-lend.c); not the per-thread default
    * stream's, one handle for the streams of many threads */
-  self->lend_stream = tag != CU_STREAM_PER_THREAD && !self->no_lend ? tag : NULL;
+  self->lend_stream = tag != CU_STREAM_PER_THREAD ? tag : NULL;
   ok = extent_place (self, size, slab, tag, owner, addr, error);
   if (ok)
     arena_lend_commit (self, *addr, size);

@@ -23,11 +23,14 @@
  *
  * A size's list stays, empty, once its extents went: the mark of a size closed before (at most
  * ARENA_PARKED_SIZES sizes; forgotten all at once past it). A placement of such a size lends
- * nothing (arena-lend.c; Arena.no_lend): a training step that repeats its sizes is served by
- * placements that reach a fixed point once the memory of its largest step is mapped, where
- * lending moved memory every step (a lent granule's old address is unmapped at the reap, so the
- * next step backs it again, by lending: 22 to 125 cuMemMap a steady resnet18 step). Lending
- * keeps serving the sizes never closed before: a KV cache grown a token at a time.
+ * nothing to a granule whose memory was lent away before (Arena.no_lend, lent_away: its address
+ * unmapped at a reap; arena_span_hold() backs it another way): a training step that repeats its
+ * sizes otherwise lent memory every step, as each lent granule's old address, unmapped at the
+ * reap, was backed again by lending the step after (22 to 125 cuMemMap a steady resnet18 step);
+ * backed once with memory of its own, it stays mapped and the steps reach a fixed point. Lending
+ * keeps serving the sizes never closed before (a KV cache grown a token at a time) and the
+ * addresses never lent away. (Lending nothing at all for such sizes converged sooner, but the
+ * resnet18 trace's replay then peaked at 1.035 times its peak used, h-lend.)
  *
  * Stream safety: the rules of a tagged range. A parked extent is S's until it is flushed, reused
  * by S's own allocations only (S's order puts them after the close); another stream gets its
@@ -124,9 +127,19 @@ arena_park_take (Arena *self, guint64 size, MemresStream stream, guint tag, guin
   return FALSE;
 }
 
+/* Whether [addr, addr + size) lies in a granule that is a shared granule's donor
+ * (arena-lend.c). */
+static gboolean
+touches_donor (Arena *self, guint64 addr, guint64 size)
+{
+  return self->shared_at[arena_granule (self, addr)] == 2
+         || self->shared_at[arena_granule (self, addr + size - 1)] == 2;
+}
+
 /* Parks the large extent [addr, addr + size), closed on @stream (normalized). FALSE when it
- * cannot be (no stream to reuse it on, the per-thread default stream, or its event could not be
- * recorded): the caller frees it into the heap (arena_extent_free()). */
+ * cannot be (parking off, no stream to reuse it on, the per-thread default stream, an end in a
+ * shared granule's donor, whose sharing the free may end, or its event could not be recorded):
+ * the caller frees it into the heap (arena_extent_free()), after every parked one. */
 gboolean
 arena_park (Arena *self, guint64 addr, guint64 size, MemresStream stream)
 {
@@ -136,6 +149,13 @@ arena_park (Arena *self, guint64 addr, guint64 size, MemresStream stream)
 
   if (!self->park || stream == NULL || stream == CU_STREAM_PER_THREAD)
     return FALSE;
+  /* a close in a shared granule's donor may end the sharing (arena_shared_resolve(), at the
+   * free): freed at once, after the parked ones (their older events first) */
+  if (self->shared->len > 0 && touches_donor (self, addr, size))
+    {
+      arena_park_flush (self);
+      return FALSE;
+    }
   if (self->n_parked >= ARENA_PARKED_MAX)
     arena_park_flush (self);
   if (stream != MEMRES_STREAM_LEGACY

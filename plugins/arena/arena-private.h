@@ -247,6 +247,8 @@ typedef struct
   CacheEvent *lend_event;   /* recorded on lend_stream for this placement */
   GArray *retired;          /* Retired: old addresses of lent memory, unmapped once drained */
   guint8 *retired_at;       /* per granule: 1 while on @retired */
+  guint8 *lent_away;        /* per granule: 1 once its memory was lent away and its address
+                             * unmapped at the reap (never lent to again by a no_lend placement) */
   guint64 lent_granules;    /* counter granules_lent */
   guint64 reaped_granules;  /* counter granules_reaped: old addresses unmapped */
   GArray *shared;           /* Shared: granules mapped at two addresses, bytes split */
@@ -291,7 +293,8 @@ typedef struct
   guint64 parked_large;  /* bytes of the parked extents (held, not in use) */
   guint64 parked_legacy; /* bytes of them closed on the legacy stream */
   guint64 park_hits, park_flushes;
-  gboolean no_lend; /* the placement in progress is of a size closed before: lends nothing */
+  gboolean no_lend; /* the placement in progress is of a size closed before: lends nothing to a
+                     * granule whose memory was lent away before (lent_away) */
 
   /* segment events (arena-segments.c): queued under parts.lock, raised without it */
   GMutex ev_lock;    /* taken before parts.lock; held while events are raised */

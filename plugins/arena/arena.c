@@ -68,7 +68,7 @@ static const MemresOptionSpec arena_options[] = {
   { "park", MEMRES_OPTION_BOOL, "false",
     "large closes parked by size: the next allocation of that size on the stream takes the "
     "extent back without heap work or a driver call; every other placement flushes them into "
-    "the heap first, and lends nothing for a size closed before (docs/arena.md, Parking)",
+    "the heap first (docs/arena.md)",
     NULL, 0, 0 },
   { "export_min", MEMRES_OPTION_SIZE, "0",
     "with handle_type=posix_fd or fabric: the smallest request that gets memory of its own and "
