@@ -163,9 +163,13 @@ arena_park (Arena *self, guint64 addr, guint64 size, MemresStream stream)
     return FALSE;
   if ((list = g_hash_table_lookup (self->parked, KEY (size))) == NULL)
     {
-      /* the sizes remembered, bounded: forgotten when none is parked and there are too many */
-      if (self->n_parked == 0 && g_hash_table_size (self->parked) >= ARENA_PARKED_SIZES)
-        g_hash_table_remove_all (self->parked);
+      /* the sizes remembered, bounded: past it, every parked extent flushed and the sizes
+       * forgotten */
+      if (g_hash_table_size (self->parked) >= ARENA_PARKED_SIZES)
+        {
+          arena_park_flush (self);
+          g_hash_table_remove_all (self->parked);
+        }
       list = g_new0 (ParkedList, 1);
       g_hash_table_insert (self->parked, KEY (size), list);
     }

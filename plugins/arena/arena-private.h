@@ -160,7 +160,7 @@ typedef struct _ParkedList
 } ParkedList;
 
 /* The most extents parked at once (arena_park(): a close past it flushes them all first); the
- * most sizes remembered (a close of a new size past it, with none parked, forgets them all). */
+ * most sizes remembered (a close of a new size past it flushes them all and forgets the sizes). */
 #define ARENA_PARKED_MAX   4096
 #define ARENA_PARKED_SIZES 4096
 

@@ -65,14 +65,14 @@ static const MemresOptionSpec arena_options[] = {
     "driver grants them (none: no export)",
     handle_type_choices, 0, 0 },
   FABRIC_FALLBACK_OPTION,
+  { "export_min", MEMRES_OPTION_SIZE, "0",
+    "with handle_type=posix_fd or fabric: the smallest request that gets memory of its own and "
+    "can be exported (0: every request above max_block)",
+    NULL, 0, 0 },
   { "park", MEMRES_OPTION_BOOL, "false",
     "large closes parked by size: the next allocation of that size on the stream takes the "
     "extent back without heap work or a driver call; every other placement flushes them into "
     "the heap first (docs/arena.md)",
-    NULL, 0, 0 },
-  { "export_min", MEMRES_OPTION_SIZE, "0",
-    "with handle_type=posix_fd or fabric: the smallest request that gets memory of its own and "
-    "can be exported (0: every request above max_block)",
     NULL, 0, 0 },
 };
 
