@@ -433,6 +433,62 @@ test_faults_close (void)
   run_sweep ("arena close", setup_live, op_close, 1);
 }
 
+/* park=true (arena-park.c): bufs[0] (3 MiB) and a small one allocated on a stream, closed there:
+ * the large one parked */
+static void
+setup_parked (Ctx *c)
+{
+  c->mr = mt_new_ok ("arena:park=true");
+  c->stream = mt_stream_new_on (0);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 3 * MiB, c->stream);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 1000, c->stream);
+  g_assert_true (op_close (c, NULL));
+  g_assert_cmpuint (counter (c->mr, "parked"), ==, 1);
+}
+
+/* setup_parked() on the legacy stream: the close records nothing; the flush gives the range
+ * the legacy stream's pending event, recorded when the placement settles */
+static void
+setup_parked_legacy (Ctx *c)
+{
+  c->mr = mt_new_ok ("arena:park=true");
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 3 * MiB, NULL);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 1000, NULL);
+  g_assert_true (op_close (c, NULL));
+  g_assert_cmpuint (counter (c->mr, "parked"), ==, 1);
+}
+
+/* setup_live() with park=true: the large close parks (its event recorded) */
+static void
+setup_live_parked (Ctx *c)
+{
+  c->mr = mt_new_ok ("arena:park=true");
+  c->stream = mt_stream_new_on (0);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 3 * MiB, c->stream);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 1000, c->stream);
+}
+
+/* Another size on the parked one's stream: the flush, then the placement and its granules */
+static gboolean
+op_alloc_other (Ctx *c, GError **error)
+{
+  MemresBuffer *b = memres_resource_allocate (c->mr, 5 * MiB, c->stream, error);
+
+  if (b == NULL)
+    return FALSE;
+  c->bufs[c->n++] = b;
+  return TRUE;
+}
+
+static void
+test_faults_park (void)
+{
+  run_sweep ("arena park close", setup_live_parked, op_close, 1);
+  run_sweep ("arena park flush and place", setup_parked, op_alloc_other, 3);
+  run_sweep ("arena park flush and place, legacy", setup_parked_legacy, op_alloc_other, 3);
+  run_sweep ("arena park trim", setup_parked, op_trim, 3);
+}
+
 /* bufs[0] (g + 1000 bytes, filled with 0x6d), and with @blocked bufs[1] right after it */
 static void
 setup_resize (Ctx *c, gboolean blocked)
@@ -627,11 +683,16 @@ static const MtHazard hazards[] = {
   { "arena", 4 * MiB, MT_HAZARD_LEGACY, FALSE, FALSE, TRUE },
   { "arena:front=0", 4 * KiB, MT_HAZARD_DESTROYED, FALSE, FALSE, TRUE },
   { "arena", 4 * MiB, MT_HAZARD_DESTROYED, FALSE, FALSE, TRUE },
+  /* parked large closes (arena-park.c): flushed for B, tagged with A until A is past the close */
+  { "arena:park=true", 4 * MiB, MT_HAZARD_STREAM, FALSE, FALSE, TRUE },
+  { "arena:park=true", 4 * MiB, MT_HAZARD_LEGACY, FALSE, FALSE, TRUE },
+  { "arena:park=true", 4 * MiB, MT_HAZARD_DESTROYED, FALSE, TRUE, TRUE },
 };
 static const char *const hazard_names[] = {
   "/arena/hazard/stream/front",     "/arena/hazard/stream/shared",   "/arena/hazard/stream/large",
   "/arena/hazard/legacy/front",     "/arena/hazard/legacy/shared",   "/arena/hazard/legacy/large",
-  "/arena/hazard/destroyed/shared", "/arena/hazard/destroyed/large",
+  "/arena/hazard/destroyed/shared", "/arena/hazard/destroyed/large", "/arena/hazard/park/stream",
+  "/arena/hazard/park/legacy",      "/arena/hazard/park/destroyed",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (hazards) == G_N_ELEMENTS (hazard_names));
 
@@ -1423,19 +1484,26 @@ test_replay_target (void)
       if (!g_str_has_suffix (name, ".csv"))
         continue;
       traces++;
-      env = g_environ_setenv (env, "FAKECUDA_DEVICE_MEMORY", "256GiB", TRUE);
-      g_assert_true (g_spawn_sync (NULL, (char **) argv, env, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                                   &err, &status, &error));
-      g_assert_no_error (error);
-      g_test_message ("%s: %s%s", name, out, err);
-      g_assert_true (g_spawn_check_wait_status (status, NULL));
-      used = json_uint (out, "peak_used_bytes");
-      reserved = json_uint (out, "peak_reserved_bytes");
-      g_test_message ("%s against arena: peak reserved / peak requested = %.4f", name,
-                      (double) reserved / (double) used);
-      g_assert_cmpuint (json_uint (out, "failures"), ==, 0);
-      g_assert_cmpuint (used, ==, json_uint (out, "log_peak_used_bytes"));
-      g_assert_cmpuint (reserved * 100, <=, used * 103);
+      /* and with park=true (plugins/arena/arena-park.c), the same target */
+      for (guint spec = 0; spec < 2; spec++)
+        {
+          argv[4] = spec == 0 ? "arena" : "arena:park=true";
+          g_clear_pointer (&out, g_free);
+          g_clear_pointer (&err, g_free);
+          env = g_environ_setenv (env, "FAKECUDA_DEVICE_MEMORY", "256GiB", TRUE);
+          g_assert_true (g_spawn_sync (NULL, (char **) argv, env, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                                       &err, &status, &error));
+          g_assert_no_error (error);
+          g_test_message ("%s: %s%s", name, out, err);
+          g_assert_true (g_spawn_check_wait_status (status, NULL));
+          used = json_uint (out, "peak_used_bytes");
+          reserved = json_uint (out, "peak_reserved_bytes");
+          g_test_message ("%s against %s: peak reserved / peak requested = %.4f", name, argv[4],
+                          (double) reserved / (double) used);
+          g_assert_cmpuint (json_uint (out, "failures"), ==, 0);
+          g_assert_cmpuint (used, ==, json_uint (out, "log_peak_used_bytes"));
+          g_assert_cmpuint (reserved * 100, <=, used * 103);
+        }
     }
   g_assert_cmpuint (traces, >=, 2); /* issue 38's target: resnet18.csv and transformer.csv */
 }
@@ -1457,6 +1525,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/faults/allocate", test_faults_allocate);
   g_test_add_func ("/arena/faults/remap", test_faults_remap);
   g_test_add_func ("/arena/faults/close", test_faults_close);
+  g_test_add_func ("/arena/faults/park", test_faults_park);
   g_test_add_func ("/arena/faults/trim", test_faults_trim);
   for (guint i = 0; i < MT_N_RESERVATIONS; i++)
     {

@@ -21,13 +21,15 @@
 
 #include "../common/alloc-error.h"
 
-/* The out-of-memory flush: fronts drained, idle slabs returned, ranges settled. Lock held. */
+/* The out-of-memory flush: parked extents into the heap, fronts drained, idle slabs returned,
+ * ranges settled. Lock held. */
 gboolean
 arena_flush (Arena *self, GError **error)
 {
   Chunk *chunk, *next;
   gboolean synced = FALSE;
 
+  arena_park_flush (self);
   cache_fronts_stop (&self->parts);
   for (Front *f = self->parts.fronts; f != NULL; f = f->next)
     cache_front_drain (&self->parts, f);
@@ -77,6 +79,8 @@ extent_new_or_flush (Arena *self, guint64 size, gboolean slab, MemresStream tag,
   gboolean flushed = FALSE, ok = FALSE;
 
   self->va_refused = 0;
+  /* every free byte in the heap: a placement sees the parked extents too (arena-park.c) */
+  arena_park_flush (self);
   arena_lend_reap (self); /* lent memory's old addresses, once drained */
   for (guint round = 0;; round++)
     {
@@ -200,11 +204,21 @@ allocate_large (Arena *self, gsize size, MemresStream stream, guint tag, MemresA
 {
   guint64 rounded = arena_round (size);
   guint64 addr;
-  gboolean ok;
+  gboolean ok, seen = FALSE;
+  MemresStream s = cache_normalize_stream (&self->parts, stream);
 
   g_mutex_lock (&self->parts.lock);
-  ok = extent_new_or_flush (self, rounded, FALSE, cache_normalize_stream (&self->parts, stream),
-                            tag, &addr, error);
+  /* park=true: an extent of this size parked by a close on this stream, taken back as it is
+   * (arena-park.c); else placed, and when the size was closed before (a repeating step's),
+   * lending nothing to an address whose memory was lent away before (arena-park.c's top) */
+  if (!(ok = self->park && arena_park_take (self, rounded, s, tag, &addr, &seen)))
+    {
+      self->no_lend = seen;
+      ok = extent_new_or_flush (self, rounded, FALSE, s, tag, &addr, error);
+      self->no_lend = FALSE;
+    }
+  else if (self->retired->len > 0)
+    arena_lend_reap (self); /* as every placement does: lent memory's old addresses, drained */
   if (ok)
     {
       self->large_used += rounded;
@@ -350,8 +364,13 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
           && arena_sleep_forget (self, alloc->address, rounded))
         ok = arena_extent_free (self, alloc->address, rounded, NULL, error);
       else
-        ok = arena_extent_free (self, alloc->address, rounded,
-                                cache_normalize_stream (&self->parts, stream), error);
+        {
+          MemresStream s = cache_normalize_stream (&self->parts, stream);
+
+          /* parked for the next allocation of its size on its stream (arena-park.c), else free */
+          ok = arena_park (self, alloc->address, rounded, s)
+               || arena_extent_free (self, alloc->address, rounded, s, error);
+        }
       if (ok)
         self->large_used -= rounded;
       g_mutex_unlock (&self->parts.lock);

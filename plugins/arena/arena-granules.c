@@ -34,6 +34,7 @@ arena_granules_init (Arena *self, GError **error)
   self->spare = g_new (CUmemGenericAllocationHandle, self->n_granules);
   self->pending = g_array_new (FALSE, FALSE, sizeof (PendingEvent));
   self->retired_at = g_new0 (guint8, self->n_granules);
+  self->lent_away = g_new0 (guint8, self->n_granules);
   self->shared_at = g_new0 (guint8, self->n_granules);
   self->keep_lo = G_MAXUINT;
   self->idle_tag = CACHE_TAG_ANY;
@@ -52,6 +53,7 @@ arena_granules_clear (Arena *self)
   g_clear_pointer (&self->spare, g_free);
   g_clear_pointer (&self->pending, g_array_unref);
   g_clear_pointer (&self->retired_at, g_free);
+  g_clear_pointer (&self->lent_away, g_free);
   g_clear_pointer (&self->shared_at, g_free);
   g_clear_pointer (&self->asleep, g_free);
   g_clear_pointer (&self->asleep_large, g_hash_table_unref);
@@ -73,6 +75,8 @@ arena_granules_grow (Arena *self, guint n)
   self->spare = g_renew (CUmemGenericAllocationHandle, self->spare, self->n_granules);
   self->retired_at = g_renew (guint8, self->retired_at, self->n_granules);
   memset (self->retired_at + was, 0, n * sizeof *self->retired_at);
+  self->lent_away = g_renew (guint8, self->lent_away, self->n_granules);
+  memset (self->lent_away + was, 0, n * sizeof *self->lent_away);
   self->shared_at = g_renew (guint8, self->shared_at, self->n_granules);
   memset (self->shared_at + was, 0, n * sizeof *self->shared_at);
   memset (self->held + was, 0, n * sizeof *self->held);
@@ -371,8 +375,11 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
     {
       guint64 ga = arena_granule_address (self, g);
       guint64 lo = MAX (addr, ga) - ga, hi = MIN (addr + size, ga + self->granularity) - ga;
+      /* not where memory was lent away before, for a size closed before (no_lend: a repeating
+       * step's churn, arena-park.c) */
       gboolean lendable = self->n_spare == 0 && self->lend_stream != NULL
-                          && (self->asleep == NULL || self->asleep[g] == 0);
+                          && (self->asleep == NULL || self->asleep[g] == 0)
+                          && !(self->no_lend && self->lent_away[g]);
       gint part;
 
       if (self->handle[g] != 0)

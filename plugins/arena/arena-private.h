@@ -32,6 +32,9 @@
  *   shared with a granule still in use whose bytes there are the stream's free ones (Shared);
  * - arena-sleep.c: sleep and wake (docs/sleep.md): the granules only sleeping buffers hold
  *   released, and created and mapped again at the wake (arena-unmap.c does the driver work);
+ * - arena-park.c: large closes parked by size (deferred coalescing): the next allocation of that
+ *   size on the stream takes the extent back without heap work or a driver call; flushed into
+ *   the heap before the arena maps a granule, and at trim, sleep, resize, snapshot and finalize;
  * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
  *   bins, carved from slabs of the range; large requests best-fit in the range; the
  *   out-of-memory flush.
@@ -135,6 +138,32 @@ typedef struct
   MemresStream stream;
 } Shared;
 
+/* A large extent closed and parked (arena-park.c): free, out of the heap, for the next allocation
+ * of its size on its stream. */
+typedef struct _Parked Parked;
+struct _Parked
+{
+  guint64 addr, size;
+  MemresStream stream;      /* the close's (normalized; never NULL nor the per-thread stream) */
+  CacheEvent *event;        /* recorded on @stream after the close; NULL on the legacy stream */
+  guint tag;                /* the tag its granules serve (Arena.gtag) */
+  Parked *next;             /* its size's list (newest first), or the pool of spare structs */
+  struct _ParkedList *list; /* its size's list */
+  Parked *older, *newer;    /* every parked extent in the order of their closes */
+};
+
+/* The parked extents of one size, newest first (Arena.parked's values): kept empty after they
+ * go, as the mark of a size closed before (arena-park.c). */
+typedef struct _ParkedList
+{
+  Parked *head;
+} ParkedList;
+
+/* The most extents parked at once (arena_park(): a close past it flushes them all first); the
+ * most sizes remembered (a close of a new size past it flushes them all and forgets the sizes). */
+#define ARENA_PARKED_MAX   4096
+#define ARENA_PARKED_SIZES 4096
+
 /* A slab: one extent carved into n_blocks blocks of one class. */
 struct _Chunk
 {
@@ -219,6 +248,8 @@ typedef struct
   CacheEvent *lend_event;   /* recorded on lend_stream for this placement */
   GArray *retired;          /* Retired: old addresses of lent memory, unmapped once drained */
   guint8 *retired_at;       /* per granule: 1 while on @retired */
+  guint8 *lent_away;        /* per granule: 1 once its memory was lent away and its address
+                             * unmapped at the reap (never lent to again by a no_lend placement) */
   guint64 lent_granules;    /* counter granules_lent */
   guint64 reaped_granules;  /* counter granules_reaped: old addresses unmapped */
   GArray *shared;           /* Shared: granules mapped at two addresses, bytes split */
@@ -253,6 +284,18 @@ typedef struct
   GHashTable *asleep_large;
   guint n_asleep[MEMRES_TAGS_MAX + 1]; /* per tag: its sleeping buffers (extents and blocks) */
   guint64 parked_bytes; /* free blocks of sleeping slabs, parked (in slab_bytes, not in use) */
+
+  /* large closes parked by size (arena-park.c; option park), under parts.lock */
+  gboolean park;
+  GHashTable *parked;                    /* size (bytes) -> ParkedList */
+  Parked *parked_oldest, *parked_newest; /* by close */
+  Parked *parked_pool;                   /* spare structs */
+  guint n_parked;
+  guint64 parked_large;  /* bytes of the parked extents (held, not in use) */
+  guint64 parked_legacy; /* bytes of them closed on the legacy stream */
+  guint64 park_hits, park_flushes;
+  gboolean no_lend; /* the placement in progress is of a size closed before: lends nothing to a
+                     * granule whose memory was lent away before (lent_away) */
 
   /* segment events (arena-segments.c): queued under parts.lock, raised without it */
   GMutex ev_lock;    /* taken before parts.lock; held while events are raised */
@@ -421,6 +464,14 @@ gboolean arena_flush (Arena *self, GError **error);
 gboolean arena_allocate_for (MemresResource *mr, gsize size, MemresStream stream, guint tag,
                              MemresAllocation *alloc, GError **error);
 guint arena_tag_of (Arena *self, const MemresAllocation *alloc);
+
+/* arena-park.c */
+void arena_park_init (Arena *self);
+void arena_park_clear (Arena *self);
+gboolean arena_park (Arena *self, guint64 addr, guint64 size, MemresStream stream);
+gboolean arena_park_take (Arena *self, guint64 size, MemresStream stream, guint tag, guint64 *addr,
+                          gboolean *seen);
+void arena_park_flush (Arena *self);
 
 /* arena-snapshot.c: the snapshot slot */
 void arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer);

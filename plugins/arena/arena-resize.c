@@ -117,6 +117,7 @@ resize_remap (MemresResource *mr, Arena *self, MemresAllocation *alloc, gsize ne
   if (!memres_cuda_stream_synchronize (self->device, stream, error))
     return FALSE;
   g_mutex_lock (&self->parts.lock);
+  arena_park_flush (self); /* every free byte in the heap (arena-park.c) */
   if (!arena_heap_take_congruent (self, addr, old_r, new_r, &at)
       && (!arena_reserve_more (self, new_r + self->granularity, NULL)
           || !arena_heap_take_congruent (self, addr, old_r, new_r, &at)))
@@ -196,6 +197,9 @@ resize_large_in_place (Arena *self, MemresAllocation *alloc, gsize new_size, Mem
   gboolean ok = TRUE;
 
   g_mutex_lock (&self->parts.lock);
+  /* every free byte in the heap, and the parked extents' older events before the freed tail's
+   * newer one (arena-park.c) */
+  arena_park_flush (self);
   if (new_r < old_r)
     {
       ok = arena_extent_free (self, alloc->address + new_r, old_r - new_r, tag, error);

@@ -278,6 +278,7 @@ arena_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
   if (!refuse_own (self, allocs, n_allocs, error))
     return FALSE;
   g_mutex_lock (&self->parts.lock);
+  arena_park_flush (self); /* parked extents are free memory: into the heap (arena-park.c) */
   /* the free memory first: the idle granules the tag last used given back, its free ranges
    * whose streams are done settled first, without a wait (every idle granule, as a trim does,
    * with no tag: a slot called outside memres_resource_sleep()) */

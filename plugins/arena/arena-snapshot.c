@@ -2,7 +2,7 @@
  * arena-snapshot.c: the `arena` kind's snapshot slot (#MemresResourceOps.snapshot): what the
  * reserved range holds, copied under the lock with the fronts stopped. The blocks of the slabs
  * (used, or free in a front or a shared bin) and each slab's bytes past its last block (unused);
- * the free ranges of the heap where granules are
+ * the free ranges of the heap where granules are (the parked extents flushed into it first)
  * mapped (free when settled, pending while tagged with the stream of their last free); the
  * unmapped granules as holes; the bytes of lent and shared granules whose memory the other
  * address uses as withheld (arena-lend.c: a retired granule whole, a shared granule's bytes
@@ -162,6 +162,7 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   guint r, s;
 
   g_mutex_lock (&self->parts.lock);
+  arena_park_flush (self); /* parked extents shown as the free ranges they are (arena-park.c) */
   cache_fronts_stop (&self->parts);
   cache_free_blocks_collect (&self->parts, free_blocks);
   cache_fronts_resume (&self->parts);

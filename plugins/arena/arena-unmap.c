@@ -460,6 +460,7 @@ arena_lend_reap (Arena *self)
             }
           self->handle[e->g] = 0;
           self->retired_at[e->g] = 0;
+          self->lent_away[e->g] = 1;
           self->reaped_granules++;
           arena_span_count (self, at, self->granularity, -1);
           arena_heap_insert (self, at, self->granularity, NULL, NULL);

@@ -7,7 +7,7 @@
  *
  * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
  *              front=N,front_bytes=SIZE,handle_type=none|posix_fd|fabric,
- *              fabric_fallback=fail|posix_fd,export_min=SIZE,settle=lazy|eager]
+ *              fabric_fallback=fail|posix_fd,export_min=SIZE,settle=lazy|eager,park=BOOL]
  *
  * At init, one range of address space is reserved (cuMemAddressReserve: `reserve` bytes, by
  * default twice the device's memory, halved until the driver grants it); more are reserved when
@@ -77,6 +77,11 @@ static const MemresOptionSpec arena_options[] = {
     "sees whole holes (less memory for requests of many sizes, a query per such request); lazy: "
     "only before memory would be created",
     settle_choices, 0, 0 },
+  { "park", MEMRES_OPTION_BOOL, "false",
+    "large closes parked by size: the next allocation of that size on the stream takes the "
+    "extent back without heap work or a driver call; every other placement flushes them into "
+    "the heap first (docs/arena.md)",
+    NULL, 0, 0 },
 };
 
 static gboolean
@@ -101,6 +106,7 @@ arena_setup_options (Arena *self, const MemresOptions *options, GError **error)
     return arena_invalid (error, "chunk", chunk, "between 4 KiB and 64 MiB");
   self->chunk_size = (gsize) chunk;
   self->release_threshold = memres_options_get_size (options, "release_threshold");
+  self->park = memres_options_get_bool (options, "park");
   self->exportable = g_strcmp0 (memres_options_get_string (options, "handle_type"), "none") != 0;
   self->export_min = memres_options_get_size (options, "export_min");
   self->eager_settle = g_strcmp0 (memres_options_get_string (options, "settle"), "eager") == 0;
@@ -248,6 +254,7 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   arena_heap_init (self);
   arena_lend_init (self);
   arena_lines_init (self);
+  arena_park_init (self);
   arena_heap_insert (self, self->resv[0].base, self->resv[0].size, NULL, NULL);
   return TRUE;
 }
@@ -284,6 +291,7 @@ arena_finalize (MemresResource *mr)
       g_free (chunk);
     }
   arena_lend_clear (self);
+  arena_park_clear (self);
   arena_heap_clear (self);
   arena_lines_clear (self);
   cache_parts_clear (&self->parts);
@@ -380,6 +388,10 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "granules_shared", "t", self->shared_granules);
   g_variant_dict_insert (counters, "shared_pending", "t", (guint64) self->shared->len);
   g_variant_dict_insert (counters, "misses", "t", self->misses);
+  g_variant_dict_insert (counters, "parked", "t", (guint64) self->n_parked);
+  g_variant_dict_insert (counters, "parked_bytes", "t", self->parked_large);
+  g_variant_dict_insert (counters, "park_hits", "t", self->park_hits);
+  g_variant_dict_insert (counters, "park_flushes", "t", self->park_flushes);
   g_variant_dict_insert (counters, "max_block", "t", (guint64) self->parts.max_block);
   g_variant_dict_insert (counters, "exportable_buffers", "t", self->exportables);
   g_variant_dict_insert (counters, "exports", "t", self->exports);
