@@ -485,7 +485,7 @@ def test_managed_buffer_advice_and_prefetch(device):
         if given == ("host_numa", 0) and MODE == "gpu":
             # driver 580 does not report a NUMA node through PREFERRED_LOCATION_TYPE: it answers
             # with the preference set before, the host here (as test-managed.c's
-            # assert_preferred_numa() records; the H100 run of 2026-12-06 02:45)
+            # assert_preferred_numa() records; the H100 run of 2026-12-06 02:22)
             assert buf.preferred_location == ("host", None)
             continue
         assert buf.preferred_location == read
