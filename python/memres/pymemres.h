@@ -232,7 +232,8 @@ PyObject *pymemres_buffer_write (PyMemresBuffer *self, PyObject *args, PyObject 
         "Releases the GIL. Raises OutOfRangeError (an OverflowError, as cuda.core's fill(256)\n"   \
         "raises, and a ValueError) for an int that does not fit width bytes;\n"                    \
         "InvalidArgumentError for a bad width, a size that is not a multiple of it, or a\n"        \
-        "pattern of another length; TypeError for a value that is neither." },                     \
+        "pattern of another length; TypeError for a value that is neither (a bool is no\n"         \
+        "int here)." },                                                                            \
       { "read", (PyCFunction) (void (*) (void)) pymemres_buffer_read,                              \
         METH_VARARGS | METH_KEYWORDS,                                                              \
         "read(offset=0, size=None, stream=None) -> bytes\n\n"                                      \
