@@ -71,55 +71,65 @@ max_major_of (PyObject *max_version, long *major)
   return 0;
 }
 
-/* The consumer's stream: None (the legacy default stream) or an int; -1 asks for no ordering.
- * Device-accessible memory (device, pinned, managed) is synchronized on the buffer's
- * deallocation stream unless -1 was given, so that the consumer's work on any stream comes
- * after the buffer's, and a consumer on the CPU (NumPy takes pinned and managed memory as it is,
- * stream=None: the DLPack spec has the producer make kDLCPU and kDLCUDAHost data ready) reads
- * the bytes that work wrote. */
+/* The consumer's stream argument, read before anything is done: None (the legacy default
+ * stream) or an int (not a bool: True was taken as stream 1); -1 asks for no ordering. *@given:
+ * not None; *@no_order: -1. -1 with TypeError or ValueError. */
 static int
-order_for_consumer (MemresBuffer *buf, PyObject *stream_obj)
+consumer_stream_arg (PyObject *stream_obj, gboolean *given, gboolean *no_order)
+{
+  long value;
+
+  *given = stream_obj != NULL && stream_obj != Py_None;
+  *no_order = FALSE;
+  if (!*given)
+    return 0;
+  if (!PyLong_Check (stream_obj) || PyBool_Check (stream_obj))
+    {
+      PyErr_SetString (PyExc_TypeError, PyBool_Check (stream_obj)
+                                            ? "stream must be an int or None, not a bool"
+                                            : "stream must be an int or None");
+      return -1;
+    }
+  value = PyLong_AsLong (stream_obj);
+  if (value == -1 && PyErr_Occurred ())
+    {
+      PyErr_Clear ();
+      /* a stream handle above LONG_MAX, up to 2**64 - 1 */
+      if (PyLong_AsUnsignedLongLong (stream_obj) == (unsigned long long) -1 && PyErr_Occurred ())
+        value = -2;
+      else
+        value = 3;
+    }
+  if (value < -1)
+    {
+      PyErr_Clear ();
+      PyErr_SetString (PyExc_ValueError,
+                       "stream must be -1 (no ordering), 1, 2 or a stream handle below 2**64");
+      return -1;
+    }
+  if (value == 0)
+    {
+      PyErr_SetString (PyExc_ValueError, "stream 0 is ambiguous in DLPack: give 1 or 2");
+      return -1;
+    }
+  *no_order = value == -1;
+  return 0;
+}
+
+/* Orders the consumer after the buffer's work: device-accessible memory (device, pinned,
+ * managed) is synchronized on the buffer's deallocation stream unless the consumer gave -1
+ * (@no_order), so that the consumer's work on any stream comes after the buffer's, and a
+ * consumer on the CPU (NumPy takes pinned and managed memory as it is, stream=None: the DLPack
+ * spec has the producer make kDLCPU and kDLCUDAHost data ready) reads the bytes that work
+ * wrote. */
+static int
+order_for_consumer (MemresBuffer *buf, gboolean no_order)
 {
   GError *error = NULL;
   MemresStream stream;
   gboolean ok;
 
-  if (stream_obj != NULL && stream_obj != Py_None)
-    {
-      long value;
-
-      if (!PyLong_Check (stream_obj))
-        {
-          PyErr_SetString (PyExc_TypeError, "stream must be an int or None");
-          return -1;
-        }
-      value = PyLong_AsLong (stream_obj);
-      if (value == -1 && PyErr_Occurred ())
-        {
-          PyErr_Clear ();
-          /* a stream handle above LONG_MAX, up to 2**64 - 1 */
-          if (PyLong_AsUnsignedLongLong (stream_obj) == (unsigned long long) -1
-              && PyErr_Occurred ())
-            value = -2;
-          else
-            value = 3;
-        }
-      if (value < -1)
-        {
-          PyErr_Clear ();
-          PyErr_SetString (PyExc_ValueError,
-                           "stream must be -1 (no ordering), 1, 2 or a stream handle below 2**64");
-          return -1;
-        }
-      if (value == -1)
-        return 0;
-      if (value == 0)
-        {
-          PyErr_SetString (PyExc_ValueError, "stream 0 is ambiguous in DLPack: give 1 or 2");
-          return -1;
-        }
-    }
-  if (!memres_buffer_is_device_accessible (buf))
+  if (no_order || !memres_buffer_is_device_accessible (buf))
     return 0;
   stream = memres_buffer_get_deallocation_stream (buf);
   Py_BEGIN_ALLOW_THREADS;
@@ -233,7 +243,7 @@ is_cpu (PyObject *dl_device)
  * waits for the buffer's stream without the GIL is refused: it freed the buffer (the object's
  * reference of an exported one) under the export. */
 static PyObject *
-dlpack_in_use (PyObject *self, PyObject *const *argv, long major, int copy)
+dlpack_in_use (PyObject *self, PyObject *const *argv, long major, int copy, gboolean no_order)
 {
   MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
   gboolean as_cpu = FALSE;
@@ -273,7 +283,7 @@ dlpack_in_use (PyObject *self, PyObject *const *argv, long major, int copy)
       if ((!same && !as_cpu) || copy == 1)
         return host_copy_capsule ((PyMemresBuffer *) self, major);
     }
-  if (order_for_consumer (buf, argv[0]) < 0)
+  if (order_for_consumer (buf, no_order) < 0)
     return NULL;
   capsule = capsule_of (buf, major, FALSE, as_cpu);
   /* the tensor holds a reference: close() now leaves the memory to it */
@@ -282,12 +292,28 @@ dlpack_in_use (PyObject *self, PyObject *const *argv, long major, int copy)
   return capsule;
 }
 
+/* Whether the tensor asked for is on the CPU: dl_device (when given) is (kDLCPU, 0), or the
+ * buffer's own device is; 1, 0 or -1 with an exception. */
+static int
+tensor_on_cpu (PyObject *self, PyObject *dl_device)
+{
+  PyObject *mine = NULL;
+  int cpu;
+
+  if (dl_device == NULL || dl_device == Py_None)
+    dl_device = mine = pymemres_buffer_dlpack_device (self, NULL);
+  cpu = dl_device != NULL ? is_cpu (dl_device) : -1;
+  Py_XDECREF (mine);
+  return cpu;
+}
+
 PyObject *
 pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
   PyObject *argv[4];
   long major;
   int copy = -1; /* copy=None: a copy only where dl_device asks for another device */
+  gboolean stream_given, no_order;
   PyObject *capsule;
 
   if (nargs != 0)
@@ -298,13 +324,40 @@ pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   if (pymemres_parse_args ("__dlpack__", args, 0, kwnames, dlpack_names, 4, 0, argv) < 0
       || max_major_of (argv[1], &major) < 0)
     return NULL;
-  if (argv[3] != NULL && argv[3] != Py_None && (copy = PyObject_IsTrue (argv[3])) < 0)
+  /* copy is a bool or None (the array API's signature), not any object's truthiness */
+  if (argv[3] != NULL && argv[3] != Py_None)
+    {
+      if (!PyBool_Check (argv[3]))
+        {
+          PyErr_Format (PyExc_TypeError, "copy must be a bool or None, not %.200s",
+                        Py_TYPE (argv[3])->tp_name);
+          return NULL;
+        }
+      copy = argv[3] == Py_True;
+    }
+  if (consumer_stream_arg (argv[0], &stream_given, &no_order) < 0)
     return NULL;
   if (memres_buffer_is_closed (((PyMemresBuffer *) self)->buf))
     return pymemres_raise_closed ();
+  /* the array API: "On CPU and other device types without streams, only None is accepted",
+   * and with dl_device (kDLCPU, 0) "stream must be None" */
+  if (stream_given)
+    {
+      int cpu = tensor_on_cpu (self, argv[2]);
+
+      if (cpu < 0)
+        return NULL;
+      if (cpu)
+        {
+          PyErr_SetString (PyExc_BufferError,
+                           "the tensor is on the CPU (kDLCPU: host memory, or dl_device=(1, 0)): "
+                           "stream must be None there, as the array API asks");
+          return NULL;
+        }
+    }
   if (pymemres_buffer_use ((PyMemresBuffer *) self, FALSE) < 0)
     return NULL;
-  capsule = dlpack_in_use (self, argv, major, copy);
+  capsule = dlpack_in_use (self, argv, major, copy, no_order);
   pymemres_buffer_unuse ((PyMemresBuffer *) self, FALSE);
   return capsule;
 }

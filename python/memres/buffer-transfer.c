@@ -131,15 +131,23 @@ pymemres_buffer_copy_from (PyMemresBuffer *self, PyObject *const *args, Py_ssize
   return buffer_copy (self, args, nargs, kwnames, FALSE);
 }
 
-/* @obj as an int from 0 to G_MAXUINT32 in *@out; -1 with TypeError for what is not an int,
- * memres.OutOfRangeError (a ValueError) naming @what for an int out of that range (the "k" and "I"
- * formats would have taken it modulo 2**64 or 2**32: fill(2**64 + 0xab) filled with 0xab) */
+/* @obj as an int from 0 to G_MAXUINT32 in *@out; -1 with TypeError for what is not an int (a
+ * bool included), memres.OutOfRangeError (a ValueError) naming @what for an int out of that range
+ * (the "k" and "I" formats would have taken it modulo 2**64 or 2**32: fill(2**64 + 0xab) filled
+ * with 0xab) */
 static int
 uint32_arg (PyObject *obj, const char *what, guint32 *out)
 {
   unsigned long long v;
-  PyObject *index = PyNumber_Index (obj);
+  PyObject *index;
 
+  /* a bool is no byte value or width (fill(True) filled with 0x01), as it is no size */
+  if (PyBool_Check (obj))
+    {
+      PyErr_Format (PyExc_TypeError, "fill %s must be an int, not a bool", what);
+      return -1;
+    }
+  index = PyNumber_Index (obj);
   if (index == NULL)
     return -1;
   v = PyLong_AsUnsignedLongLong (index);

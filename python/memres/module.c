@@ -22,6 +22,28 @@ current_device (void)
   return (gint) device;
 }
 
+/* default_resource()'s objects, one per device ordinal (an int key; -1 host memory), for the
+ * process's life: made at the module's init, never freed. Read and written under the GIL, or in
+ * the dict's critical section on a free-threaded build. */
+static PyObject *default_resources;
+
+/* The open default of @key in the dict (a new reference), or NULL (no error) when there is none
+ * or it was closed; the caller is in the dict's critical section. */
+static PyObject *
+default_lookup (PyObject *key)
+{
+  PyObject *found = PyDict_GetItemWithError (default_resources, key);
+  MemresResource *mr;
+
+  if (found == NULL)
+    return NULL;
+  mr = pymemres_resource_peek (found);
+  if (mr == NULL)
+    return NULL;
+  pymemres_resource_release (mr);
+  return Py_NewRef (found);
+}
+
 static PyObject *
 module_default_resource (PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -29,6 +51,7 @@ module_default_resource (PyObject *module, PyObject *args, PyObject *kwargs)
   PyObject *device_obj = Py_None;
   GError *error = NULL;
   MemresResource *mr;
+  PyObject *key, *made, *found;
   gint device;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:default_resource", keywords, &device_obj))
@@ -37,12 +60,39 @@ module_default_resource (PyObject *module, PyObject *args, PyObject *kwargs)
     device = current_device ();
   else if (pymemres_device_from_object (device_obj, &device) < 0)
     return NULL;
+  key = PyLong_FromLong (device);
+  if (key == NULL)
+    return NULL;
+  PYMEMRES_BEGIN_CRITICAL_SECTION (default_resources);
+  found = default_lookup (key);
+  PYMEMRES_END_CRITICAL_SECTION ();
+  if (found != NULL || PyErr_Occurred ())
+    {
+      Py_DECREF (key);
+      return found;
+    }
   Py_BEGIN_ALLOW_THREADS;
   mr = memres_resource_get_default (device, &error);
   Py_END_ALLOW_THREADS;
-  if (mr == NULL)
-    return pymemres_raise (error);
-  return pymemres_resource_wrap (mr);
+  made = mr != NULL ? pymemres_resource_wrap (mr) : pymemres_raise (error);
+  if (made == NULL)
+    {
+      Py_DECREF (key);
+      return NULL;
+    }
+  /* another thread may have made one meanwhile (the creation ran without the GIL): the first
+   * stored stays, ours is dropped; a closed one is replaced */
+  PYMEMRES_BEGIN_CRITICAL_SECTION (default_resources);
+  found = default_lookup (key);
+  if (found == NULL && !PyErr_Occurred ())
+    {
+      if (PyDict_SetItem (default_resources, key, made) == 0)
+        found = Py_NewRef (made);
+    }
+  PYMEMRES_END_CRITICAL_SECTION ();
+  Py_DECREF (key);
+  Py_DECREF (made);
+  return found;
 }
 
 static PyObject *
@@ -165,8 +215,12 @@ static PyMethodDef module_methods[] = {
     "The resource an application gets when it names none: the device's memory pool\n"
     "(\"dmr:device=N\") when a CUDA driver loads and the device exists, host memory when\n"
     "device is -1 or no driver or device is there. device None: the current context's device\n"
-    "(0 without one). A new Resource on each call. Raises NoDeviceError for a device that does\n"
-    "not exist, InvalidArgumentError for one below -1." },
+    "(0 without one). One Resource per device for the process's life, as cuda.core's\n"
+    "Device(n).memory_resource: every call for a device returns the same object (thread-safe;\n"
+    "threads racing for the first get the one stored first). Closing it (close(), a with\n"
+    "block) ends that object, its open buffers living on: the next call makes a new default,\n"
+    "which is then the one returned. Raises NoDeviceError for a device that does not exist,\n"
+    "InvalidArgumentError for one below -1 (nothing stored)." },
   { "from_dlpack", module_from_dlpack, METH_O,
     "from_dlpack(obj) -> Buffer\n\n"
     "Another library's memory as a Buffer: obj has __dlpack__ (called with max_version=(1, 0);\n"
@@ -279,6 +333,8 @@ PyInit__memres (void)
 
   if (PyType_Ready (&PyMemresResource_Type) < 0 || PyType_Ready (&PyMemresBuffer_Type) < 0
       || pymemres_buffer_context_init () < 0 || pymemres_foreign_buffer_init () < 0)
+    return NULL;
+  if (default_resources == NULL && (default_resources = PyDict_New ()) == NULL)
     return NULL;
   module = PyModule_Create (&module_def);
   if (module == NULL)

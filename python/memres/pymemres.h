@@ -232,7 +232,8 @@ PyObject *pymemres_buffer_write (PyMemresBuffer *self, PyObject *args, PyObject 
         "Releases the GIL. Raises OutOfRangeError (an OverflowError, as cuda.core's fill(256)\n"   \
         "raises, and a ValueError) for an int that does not fit width bytes;\n"                    \
         "InvalidArgumentError for a bad width, a size that is not a multiple of it, or a\n"        \
-        "pattern of another length; TypeError for a value that is neither." },                     \
+        "pattern of another length; TypeError for a value that is neither (a bool is no\n"         \
+        "int here)." },                                                                            \
       { "read", (PyCFunction) (void (*) (void)) pymemres_buffer_read,                              \
         METH_VARARGS | METH_KEYWORDS,                                                              \
         "read(offset=0, size=None, stream=None) -> bytes\n\n"                                      \
@@ -278,7 +279,10 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
     "The buffer as a DLPack tensor: a 1-D uint8 array of its size. With max_version (1, x)\n"      \
     "or later, a versioned capsule (\"dltensor_versioned\", DLPack 1.0); without it, the\n"        \
     "legacy capsule (\"dltensor\") that consumers of DLPack 0.x take. stream: the consumer's\n"    \
-    "stream (an int or None; -1: no ordering asked); unless -1, device-accessible memory\n"        \
+    "stream (an int or None, not a bool: TypeError; -1: no ordering asked); a tensor on the\n"     \
+    "CPU (host memory, or dl_device=(1, 0)) takes None alone (the array API's rule;\n"             \
+    "BufferError otherwise). copy: a bool or None (TypeError otherwise). Unless stream is\n"       \
+    "-1, device-accessible memory\n"                                                               \
     "(device, pinned, managed) is synchronized on the buffer's stream first (the GIL\n"            \
     "released; a close() on another thread meanwhile raises BufferError). dl_device: the\n"        \
     "buffer's own device gives the buffer; (1, 0) of memory on another device, or\n"               \

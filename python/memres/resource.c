@@ -125,8 +125,16 @@ resource_enter (PyMemresResource *self, PyObject *unused)
 static PyObject *
 resource_exit (PyMemresResource *self, PyObject *const *args, Py_ssize_t nargs)
 {
-  PyObject *res = resource_close (self, NULL);
+  PyObject *res;
 
+  /* the three the with statement passes (exc_type, exc_value, traceback), as Buffer.__exit__
+   * takes: any other number is a mistake, refused before closing anything */
+  if (nargs != 3)
+    {
+      PyErr_Format (PyExc_TypeError, "__exit__() takes 3 arguments (%zd given)", nargs);
+      return NULL;
+    }
+  res = resource_close (self, NULL);
   if (res == NULL)
     return NULL;
   Py_DECREF (res);
@@ -537,7 +545,8 @@ static PyMethodDef resource_methods[] = {
   { "__enter__", (PyCFunction) resource_enter, METH_NOARGS,
     "__enter__() -> Resource\n\nThe resource itself (ClosedError once closed)." },
   { "__exit__", (PyCFunction) (void (*) (void)) resource_exit, METH_FASTCALL,
-    "__exit__(*exc_info) -> False\n\nclose(); the exception, if any, goes on." },
+    "__exit__(exc_type, exc_value, traceback) -> False\n\n"
+    "close(); the exception, if any, goes on. TypeError for another number of arguments." },
   { NULL },
 };
 

@@ -99,6 +99,10 @@ def test_fill_out_of_range(host):
             buf.fill(**kwargs)
     with pytest.raises(TypeError):
         buf.fill(1.0)
+    # a bool is no byte value or width (fill(True) filled with 0x01): TypeError, as for sizes
+    for kwargs in ({"value": True}, {"value": False}, {"value": 7, "width": True}):
+        with pytest.raises(TypeError, match="fill (value|width) must be an int, not a bool"):
+            buf.fill(**kwargs)
     assert buf.read() == b"\x11" * 16
     buf.close()
 

@@ -78,7 +78,7 @@ def test_legacy_capsule(host):
 def test_dlpack_arguments(host):
     buf = host.allocate(8)
     assert buf.__dlpack_device__() == (1, 0)
-    buf.__dlpack__(dl_device=(1, 0), copy=False, stream=-1)
+    buf.__dlpack__(dl_device=(1, 0), copy=False, stream=None)
     with pytest.raises(BufferError, match="memres copies only to host memory"):
         buf.__dlpack__(dl_device=(2, 0))
     with pytest.raises(BufferError, match="memres copies only to host memory"):
@@ -98,7 +98,46 @@ def test_dlpack_arguments(host):
     for bad in (-2, -(1 << 70), 1 << 64, 1 << 70):
         with pytest.raises(ValueError, match="stream must be -1"):
             buf.__dlpack__(stream=bad)
-    buf.__dlpack__(stream=(1 << 64) - 1)  # a handle, host memory: nothing to order
+    buf.close()
+
+
+def test_dlpack_copy_and_stream_types(host):
+    """copy is a bool or None (the array API's signature), not taken by its truthiness:
+    copy="yes" or copy=1 made a copy; a bool is no stream (True was the legacy default stream
+    1): TypeError for each."""
+    buf = host.allocate(8)
+    for bad in ("yes", "", 1, 0, 1.0, [], (True,)):
+        with pytest.raises(TypeError, match="copy must be a bool or None"):
+            buf.__dlpack__(copy=bad)
+    for bad in (True, False):
+        with pytest.raises(TypeError, match="stream must be an int or None, not a bool"):
+            buf.__dlpack__(stream=bad)
+        with pytest.raises(TypeError, match="stream must be an int or None, not a bool"):
+            buf.__dlpack__(stream=bad, dl_device=(1, 0), copy=True)
+    for bad in ("1", 1.0, object()):
+        with pytest.raises(TypeError, match="stream must be an int or None"):
+            buf.__dlpack__(stream=bad)
+    # the bools themselves still work
+    data, flags, _ = copied_bytes(buf.__dlpack__(max_version=(1, 0), copy=True), 8)
+    assert flags == 2 and len(data) == 8
+    assert PyCapsule_IsValid(buf.__dlpack__(max_version=(1, 0), copy=False), b"dltensor_versioned")
+    buf.close()
+
+
+def test_dlpack_cpu_stream_must_be_none(host):
+    """The array API: "On CPU and other device types without streams, only None is accepted",
+    and with dl_device=(kDLCPU, 0) "stream must be None". A host buffer's export, or any
+    export to dl_device=(1, 0), refuses another stream (-1 and a handle included) with
+    BufferError; they were taken, and the stream ignored."""
+    buf = host.allocate(8)
+    for stream in (-1, 1, 2, 0x1234, (1 << 64) - 1):
+        for kwargs in ({}, {"max_version": (1, 0)}, {"dl_device": (1, 0)},
+                       {"dl_device": (1, 0), "copy": True}, {"copy": False}):
+            with pytest.raises(BufferError, match="kDLCPU.*stream must be None"):
+                buf.__dlpack__(stream=stream, **kwargs)
+    # None is taken
+    assert PyCapsule_IsValid(buf.__dlpack__(stream=None), b"dltensor")
+    assert PyCapsule_IsValid(buf.__dlpack__(stream=None, dl_device=(1, 0)), b"dltensor")
     buf.close()
 
 

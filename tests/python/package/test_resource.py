@@ -254,6 +254,74 @@ def test_default_resource():
         assert info.value.code == memres.ErrorCode.NO_DEVICE
 
 
+def test_default_resource_is_one_object_per_device():
+    """default_resource() is one Resource per device for the process's life, as cuda.core's
+    Device(n).memory_resource is: the same object (so ==, hash() and its statistics agree), and
+    None the current device's. It built a new stack on every call: unequal objects."""
+    host = memres.default_resource(-1)
+    assert memres.default_resource(-1) is host
+    assert memres.default_resource(device=-1) is host and memres.default_resource(IndexInt(-1)) is host
+    assert memres.default_resource(-1) == host and hash(memres.default_resource(-1)) == hash(host)
+    current = memres.default_resource()
+    assert memres.default_resource(None) is current
+    if MODE == "host":
+        # no driver: the current device is 0, whose default is host memory, its own object
+        assert current is memres.default_resource(0) and current is not host
+        assert current.kind == "host"
+    else:
+        assert current is memres.default_resource(0) and current.kind == "dmr"
+    # one stack: a buffer of it counts in what a later call's object reads (a new stack had 0)
+    before = host.stats()["n_buffers"]
+    buf = host.allocate(64)
+    assert memres.default_resource(-1).stats()["n_buffers"] == before + 1
+    buf.close()
+    assert memres.default_resource(-1).stats()["n_buffers"] == before
+    # a refused device caches nothing
+    with pytest.raises(memres.InvalidArgumentError):
+        memres.default_resource(-2)
+    assert memres.default_resource(-1) is host
+
+
+def test_default_resource_closed_is_replaced():
+    """Closing the default ends that object (its open buffers live on); the next call makes a
+    new default, which is then the one every call returns."""
+    old = memres.default_resource(-1)
+    buf = old.allocate(16)
+    buf.fill(0x2A)
+    old.close()
+    assert old.closed
+    new = memres.default_resource(-1)
+    assert new is not old and not new.closed and new.kind == "host"
+    assert memres.default_resource(-1) is new and new != old
+    assert buf.read() == b"\x2a" * 16  # the closed object's buffer is still good
+    buf.close()
+    with memres.default_resource(-1) as mr:  # `with` closes it too: replaced again
+        assert mr is new
+    assert new.closed and memres.default_resource(-1) is not new
+
+
+def test_default_resource_threads():
+    """Threads asking at once for a device's default all get the one object (the creation runs
+    without the GIL: the first to finish wins, the others' resources are dropped)."""
+    import threading
+
+    memres.default_resource(-1).close()  # the next call creates it, racing
+    barrier = threading.Barrier(8)
+    got = [None] * 8
+
+    def ask(i):
+        barrier.wait()
+        got[i] = memres.default_resource(-1)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert all(mr is got[0] for mr in got) and not got[0].closed
+    assert memres.default_resource(-1) is got[0]
+
+
 def test_kinds_and_plugin_path(tmp_path):
     kinds = memres.kinds()
     assert "host" in kinds and "limit" in kinds and "cache" in kinds

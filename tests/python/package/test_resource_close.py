@@ -25,6 +25,22 @@ def test_with_block_closes_on_exception():
     assert mr.closed
 
 
+def test_exit_takes_the_three_arguments():
+    """Resource.__exit__ takes exactly the three the with statement passes, as Buffer.__exit__
+    does: it took any number (mr.__exit__() and mr.__exit__(1, 2, 3, 4) closed the resource);
+    TypeError otherwise, the resource left open."""
+    mr = memres.Resource("host")
+    for args in ((), (None,), (None, None), (None, None, None, None)):
+        with pytest.raises(TypeError, match="__exit__\\(\\) takes 3 arguments \\(%d given\\)" % len(args)):
+            mr.__exit__(*args)
+        assert not mr.closed
+    with pytest.raises(TypeError):
+        mr.__exit__(None, None, tb=None)
+    assert not mr.closed
+    assert mr.__exit__(None, None, None) is False and mr.closed
+    assert mr.__exit__(KeyError, KeyError("x"), None) is False  # closing again: nothing
+
+
 def test_closed_resource_equals_itself_alone():
     # a closed Resource compared by the address of a stack it no longer holds: each new stack
     # made at that address was == to it (991 times in 999 create-close rounds) and one set
