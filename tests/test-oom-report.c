@@ -409,6 +409,12 @@ test_larger_than_host (void)
   static const char *const specs[]
       = { "host", "limit:max=2PiB>host", "retry>cache>host", "stats>track>host" };
 
+#if defined(__SANITIZE_ADDRESS__)
+  /* its allocator aborts the process on a request past its maximum instead of failing (as
+   * conformance-failures.c's 1 PiB case says) */
+  g_test_skip ("AddressSanitizer aborts on a posix_memalign() of 1 PiB");
+  return;
+#endif
   for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
     {
       g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
