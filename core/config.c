@@ -126,17 +126,14 @@ config_path (gboolean *explicit)
   return NULL;
 }
 
-/* The error of the failed open() or read() of @path (errno @saved); returns FALSE. */
+/* The error of the failed open() or read() of @path (errno @saved), in GLib's file domain with
+ * g_file_error_from_errno()'s code (the file cannot be read: not a malformed one); returns
+ * FALSE. */
 static gboolean
 errno_error (GError **error, const char *path, int saved)
 {
-  int code = MEMRES_ERROR_FAILED;
-
-  if (saved == EACCES || saved == EPERM)
-    code = MEMRES_ERROR_PERMISSION_DENIED;
-  else if (saved == ENOENT || saved == ENOTDIR || saved == ELOOP || saved == ENAMETOOLONG)
-    code = MEMRES_ERROR_INVALID_ARGUMENT; /* no file there: as malformed as a directory */
-  g_set_error (error, MEMRES_ERROR, code, "config file %s: %s", path, g_strerror (saved));
+  g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "config file %s: %s", path,
+               g_strerror (saved));
   return FALSE;
 }
 
@@ -148,8 +145,16 @@ read_fd (int fd, const char *path, GString *data, GError **error)
   char chunk[4096];
   gssize n;
 
-  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
-    return bad_file (error, path, 0, NULL, "not a regular file");
+  if (fstat (fd, &st) != 0)
+    return errno_error (error, path, errno);
+  if (!S_ISREG (st.st_mode)) /* a file that cannot be read as one: GLib's file domain */
+    {
+      g_set_error (error, G_FILE_ERROR,
+                   S_ISDIR (st.st_mode) ? G_FILE_ERROR_ISDIR : G_FILE_ERROR_INVAL,
+                   "config file %s: not a regular file%s", path,
+                   S_ISDIR (st.st_mode) ? " (a directory)" : "");
+      return FALSE;
+    }
   if (st.st_size > CONFIG_MAX_BYTES)
     return bad_file (error, path, 0, NULL, "%" G_GINT64_FORMAT " bytes, larger than the %d allowed",
                      (gint64) st.st_size, CONFIG_MAX_BYTES);
@@ -170,9 +175,9 @@ read_fd (int fd, const char *path, GString *data, GError **error)
 /* Reads @path whole into @data, refusing what is not a regular file of at most
  * CONFIG_MAX_BYTES. The file is opened without blocking and checked on the open descriptor, so
  * that a FIFO (whose open or read would wait for a writer) or a device is refused at once, even
- * one put in the place of a regular file a moment before. A path that names no file (missing, a
- * component that is not a directory) is as malformed as a directory:
- * MEMRES_ERROR_INVALID_ARGUMENT, like the rest. */
+ * one put in the place of a regular file a moment before. A file that cannot be opened or read,
+ * or is not a regular file, is G_FILE_ERROR (errno_error()); a malformed one,
+ * MEMRES_ERROR_INVALID_ARGUMENT (bad_file()). */
 static gboolean
 read_file (const char *path, GString *data, GError **error)
 {
@@ -406,11 +411,14 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
  * `description=`. The file is read at each call. Thread-safe (when nobody changes the
  * environment concurrently).
  *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT ($MEMRES_CONFIG names no file, or a malformed file:
- * not a regular file (a directory, a FIFO, a device: refused without blocking), over 1 MiB,
- * not UTF-8, a bad line, name or key, a duplicate, a group without `spec`; the message names
- * the file, the line and the key), %MEMRES_ERROR_PERMISSION_DENIED (unreadable),
- * %MEMRES_ERROR_FAILED (another read error).
+ * Errors: %G_FILE_ERROR when the file cannot be opened or read, with the code
+ * g_file_error_from_errno() gives the system's error (%G_FILE_ERROR_NOENT: $MEMRES_CONFIG names
+ * no file; %G_FILE_ERROR_NOTDIR, %G_FILE_ERROR_ACCES: unreadable, ...), or is not a regular
+ * file (%G_FILE_ERROR_ISDIR: a directory; %G_FILE_ERROR_INVAL: a FIFO, a device, a socket,
+ * refused without blocking); %MEMRES_ERROR_INVALID_ARGUMENT for a malformed file (over 1 MiB,
+ * not UTF-8, a bad line, name or key, a duplicate, a group without `spec`). Every message names
+ * the file (and, for a malformed one, the line and the key). A file only looked for at the
+ * default places and absent is no error: no names.
  *
  * Returns: (transfer full) (element-type utf8) (nullable): the names in file order (empty
  *   when there is no file), or %NULL with @error set

@@ -38,8 +38,9 @@ gboolean _memres_stack_check_layer (MemresKind *kind, guint position, guint n_la
  * transfer full, with where it was defined in @origin (transfer full, may be NULL). Errors:
  * MEMRES_ERROR_INVALID_ARGUMENT (@name is not [A-Za-z0-9_.-]+: the file is not read),
  * MEMRES_ERROR_NOT_FOUND (no such name: the message lists the defined ones), those of reading
- * the file (MEMRES_ERROR_INVALID_ARGUMENT naming file, line and key; MEMRES_ERROR_NOT_FOUND for a
- * MEMRES_CONFIG that does not exist, MEMRES_ERROR_PERMISSION_DENIED when unreadable). */
+ * the file (MEMRES_ERROR_INVALID_ARGUMENT naming file, line and key for a malformed one;
+ * G_FILE_ERROR with g_file_error_from_errno()'s code for one that cannot be opened or read, a
+ * MEMRES_CONFIG that does not exist among them, or that is not a regular file). */
 char *_memres_config_lookup (const char *name, char **origin, GError **error);
 
 /* spec.c */

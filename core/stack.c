@@ -225,8 +225,11 @@ fail:
  * `>`, more than 16 layers, an adaptor last, a base kind above another layer), an unknown or
  * repeated key, a missing `=` or a bad value (the message names the layer, by position and
  * kind, the key and what is valid); those of memres_registry_lookup(); for `@NAME`, those of
- * reading the config file and %MEMRES_ERROR_NOT_FOUND for an undefined name; whatever a kind's
- * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...);
+ * reading the config file (memres_config_list_resources(): %G_FILE_ERROR for one that cannot be
+ * read) and %MEMRES_ERROR_NOT_FOUND for an undefined name; whatever a kind's init sets
+ * (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, %G_FILE_ERROR for a
+ * file it cannot open, such as the `log` adaptor's, ...), its domain and code kept under the
+ * message's "layer N of M" prefix;
  * %MEMRES_ERROR_FAILED for a creation nested more than 32 deep in kinds' inits (the message names
  * the kind refused and the kind whose init asked).
  *
@@ -315,8 +318,8 @@ out:
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec (an empty layer, `>>`, a trailing
  * `>` or `\`, more than 16 layers, a bad kind name or key, a missing `=`, a cycle of names);
- * for `@NAME`, those of reading the config file and %MEMRES_ERROR_NOT_FOUND for an undefined
- * name.
+ * for `@NAME`, those of reading the config file (%G_FILE_ERROR for one that cannot be read:
+ * memres_config_list_resources()) and %MEMRES_ERROR_NOT_FOUND for an undefined name.
  *
  * Returns: (transfer full) (nullable): a new non-floating variant (free with
  *   `g_variant_unref`), or %NULL with @error set

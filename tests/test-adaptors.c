@@ -162,8 +162,8 @@ test_bad_options (void)
   mt_new_fails ("log>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "needs option \"path\"");
   mt_new_fails ("log:path=>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "option \"path\" of kind \"log\" is empty");
-  /* a path in a missing directory is a bad value, as a directory is */
-  mt_new_fails ("log:path=/nonexistent/dir/x.csv>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  /* a path in a missing directory is a file that cannot be opened: GLib's file error */
+  mt_new_fails ("log:path=/nonexistent/dir/x.csv>host", G_FILE_ERROR, G_FILE_ERROR_NOENT,
                 "cannot open \"/nonexistent/dir/x.csv\": No such file or directory");
   mt_new_fails ("retry:max_retries=-1>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "max_retries");

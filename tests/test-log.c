@@ -25,8 +25,9 @@ temp_path (const char *name)
 /* ---- log ---- */
 
 /* The log's file: a FIFO (whose open would wait for a reader), a directory, a path in a
- * missing directory or under a regular file is refused at once as a bad value; append=true adds
- * lines after one header. */
+ * missing directory or under a regular file is refused at once, GLib's file error with the
+ * system's code, kept under the stack's "layer N of M" prefix; append=true adds lines after one
+ * header. */
 static void
 test_log_odd_paths (void)
 {
@@ -36,6 +37,8 @@ test_log_odd_paths (void)
   g_autofree char *missing = temp_path ("log-nonexistent-dir/x.csv");
   g_autofree char *under_file = g_build_filename (file, "x.csv", NULL);
   const char *const refused[] = { fifo, dir, missing, under_file };
+  const gint codes[]
+      = { G_FILE_ERROR_NXIO, G_FILE_ERROR_ISDIR, G_FILE_ERROR_NOENT, G_FILE_ERROR_NOTDIR };
   g_autofree char *text = NULL;
   g_auto (GStrv) lines = NULL;
   g_autofree char *spec = NULL;
@@ -47,11 +50,22 @@ test_log_odd_paths (void)
   for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
     {
       g_autofree char *bad = g_strdup_printf ("log:path=%s>host", refused[i]);
+      g_autofree char *deeper = g_strdup_printf ("stats>log:path=%s>host", refused[i]);
+      g_autofree char *alone = g_strdup_printf ("log:path=%s", refused[i]);
       g_autoptr (GError) error = NULL;
 
       g_assert_null (memres_resource_new (bad, &error));
-      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_assert_error (error, G_FILE_ERROR, codes[i]);
+      g_assert_true (g_str_has_prefix (error->message, "layer 1 of 2 (kind \"log\"): "));
       g_assert_nonnull (strstr (error->message, refused[i]));
+      g_clear_error (&error);
+      g_assert_null (memres_resource_new (deeper, &error));
+      g_assert_error (error, G_FILE_ERROR, codes[i]);
+      g_assert_true (g_str_has_prefix (error->message, "layer 2 of 3 (kind \"log\"): "));
+      g_clear_error (&error);
+      /* an adaptor alone is a bad spec, refused before its file is opened */
+      g_assert_null (memres_resource_new (alone, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
     }
   for (guint round = 0; round < 2; round++)
     {

@@ -530,9 +530,10 @@ test_kinds_odd_strings (void)
 
 /* A file the user names (a log adaptor's path, MEMRES_CONFIG, replay's LOG) that is missing, is
  * under something that is not a directory, is a directory or a FIFO is one bad input: exit
- * status 2, one line naming the file; MEMRES_ERROR_INVALID_ARGUMENT, but for replay's missing
- * LOG, which is named as missing as view's and trace's inputs are (input.c: G_FILE_ERROR_NOENT,
- * G_FILE_ERROR_NOTDIR); a FIFO is refused at once, never waited on (this test would time out). */
+ * status 2, one line naming the file; GLib's file error with the system's code (the log's and
+ * the config file's: core/config.c, plugins/log/log.c; replay's missing LOG as view's and
+ * trace's inputs: input.c), but MEMRES_ERROR_INVALID_ARGUMENT for replay's LOG that is a
+ * directory or a FIFO; a FIFO is refused at once, never waited on (this test would time out). */
 static void
 test_bad_named_files (void)
 {
@@ -542,7 +543,6 @@ test_bad_named_files (void)
   g_autofree char *missing = g_build_filename (dir, "nonexistent-dir", "x.csv", NULL);
   g_autofree char *under_file = g_build_filename (file, "x.csv", NULL);
   const char *const paths[] = { missing, under_file, dir, fifo };
-  const char *const why[] = { "No such file or directory", "Not a directory", NULL, NULL };
   /* replay's LOG, read by input.c as view's and trace's inputs */
   const char *const replay_why[] = { ": No such file\n", ": Not a directory\n",
                                      ": not a regular file\n", ": not a regular file\n" };
@@ -551,6 +551,14 @@ test_bad_named_files (void)
           "MEMRES_ERROR_INVALID_ARGUMENT" };
   const char *const replay_domain[]
       = { "g-file-error-quark", "g-file-error-quark", "memres-error-quark", "memres-error-quark" };
+  /* G_FILE_ERROR for the log's path and the config file: a FIFO the log opens for writing
+   * without a reader (ENXIO), the config file opens to read and finds no regular file */
+  const char *const log_code[]
+      = { "G_FILE_ERROR_NOENT", "G_FILE_ERROR_NOTDIR", "G_FILE_ERROR_ISDIR", "G_FILE_ERROR_NXIO" };
+  const char *const config_code[]
+      = { "G_FILE_ERROR_NOENT", "G_FILE_ERROR_NOTDIR", "G_FILE_ERROR_ISDIR", "G_FILE_ERROR_INVAL" };
+  const char *const config_why[] = { "No such file or directory", "Not a directory",
+                                     "not a regular file (a directory)", "not a regular file" };
   Run r = { 0 };
 
   g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
@@ -559,9 +567,8 @@ test_bad_named_files (void)
     {
       g_autofree char *spec = g_strdup_printf ("log:path=%s>host", paths[i]);
       g_autofree char *log_needle = g_strdup_printf ("\"%s\"", paths[i]);
-      g_autofree char *conf_needle
-          = g_strdup_printf ("memres: MEMRES_CONFIG: config file %s: %s\n", paths[i],
-                             why[i] != NULL ? why[i] : "not a regular file");
+      g_autofree char *conf_needle = g_strdup_printf ("memres: MEMRES_CONFIG: config file %s: %s\n",
+                                                      paths[i], config_why[i]);
       const char *const config_env[] = { "MEMRES_CONFIG", paths[i], NULL };
       const char *const log_args[] = { "alloc", "--json", spec, "1MiB", NULL };
       const char *const config_args[] = { "alloc", "--json", "@a", "1MiB", NULL };
@@ -576,9 +583,9 @@ test_bad_named_files (void)
         {
           g_autofree char *code
               = g_strdup_printf ("\"code_name\": \"%s\",\n",
-                                 k == 2 ? replay_code[i] : "MEMRES_ERROR_INVALID_ARGUMENT");
+                                 k == 2 ? replay_code[i] : (k == 1 ? config_code : log_code)[i]);
           g_autofree char *domain = g_strdup_printf (
-              "\"domain\": \"%s\",\n", k == 2 ? replay_domain[i] : "memres-error-quark");
+              "\"domain\": \"%s\",\n", k == 2 ? replay_domain[i] : "g-file-error-quark");
 
           g_test_message ("  %s", runs[k].err);
           assert_one_error_line (&runs[k]);
@@ -606,7 +613,7 @@ test_bad_named_files (void)
       run_toolv (&r, config_env, config_args);
       assert_one_error_line (&r);
       g_assert_cmpint (r.status, ==, 1);
-      g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_PERMISSION_DENIED\",\n"));
+      g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_ACCES\",\n"));
       run_clear (&r);
       g_assert_cmpint (g_chmod (file, 0644), ==, 0);
     }

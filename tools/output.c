@@ -184,6 +184,8 @@ memres_tool_fail (const GError *error)
             * or a socket; a loop of links; a name too long: as a missing directory is */
            || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_ISDIR)
            || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_INVAL)
+           /* a log adaptor's path that is a FIFO without a reader */
+           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NXIO)
            || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_LOOP)
            || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NAMETOOLONG))
     status = 2;

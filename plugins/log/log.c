@@ -215,7 +215,10 @@ append_fits (const struct stat *st, const char *path, const char *header, GError
 /* @path opened for writing: a regular file (created, truncated unless @append; appended to
  * only where its header is @header: append_fits()) or a character device such as /dev/null. Opened
  * without blocking, so that a FIFO (whose open would wait for a reader) is refused instead, as is
- * anything else. Returns the descriptor, or -1. */
+ * anything else. A file that cannot be opened, truncated or be a log is G_FILE_ERROR (the code
+ * of the system's error; G_FILE_ERROR_INVAL for one of another type); a file another layer
+ * writes and one append=true cannot add to, MEMRES_ERROR_INVALID_ARGUMENT (the spec's fault).
+ * Returns the descriptor, or -1. */
 static int
 open_log (const char *path, gboolean append, const char *header, gboolean *empty, GError **error)
 {
@@ -226,16 +229,10 @@ open_log (const char *path, gboolean append, const char *header, gboolean *empty
     {
       int saved = errno;
 
-      /* a path that names no place for a file (a missing directory, a component that is not
-       * one, a directory itself, a FIFO) is a bad option value, as one that is not a regular
-       * file is below */
-      gboolean bad_path = saved == ENOENT || saved == ENOTDIR || saved == EISDIR || saved == ENXIO
-                          || saved == ELOOP || saved == ENAMETOOLONG;
-
-      g_set_error (error, MEMRES_ERROR,
-                   saved == EACCES ? MEMRES_ERROR_PERMISSION_DENIED
-                   : bad_path      ? MEMRES_ERROR_INVALID_ARGUMENT
-                                   : MEMRES_ERROR_FAILED,
+      /* a file that cannot be opened (a missing directory, a component that is not one, a
+       * directory itself, a FIFO without a reader, no permission): GLib's file domain, the
+       * code of the system's error */
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved),
                    "kind \"log\": cannot open \"%s\": %s%s", path, g_strerror (saved),
                    saved == ENXIO ? " (a FIFO without a reader, or a device that is not there: the "
                                     "log must be a regular file or a character device)"
@@ -244,7 +241,9 @@ open_log (const char *path, gboolean append, const char *header, gboolean *empty
     }
   if (fstat (fd, &st) != 0 || !(S_ISREG (st.st_mode) || S_ISCHR (st.st_mode)))
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+      /* a FIFO with a reader, a socket...: a file that cannot be a log (as sdk/file-writer.c
+       * refuses one) */
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
                    "kind \"log\": \"%s\" is not a regular file (nor a character device such "
                    "as /dev/null)",
                    path);
@@ -269,7 +268,7 @@ open_log (const char *path, gboolean append, const char *header, gboolean *empty
     {
       int saved = errno;
 
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved),
                    "kind \"log\": cannot truncate \"%s\": %s", path, g_strerror (saved));
       close (fd);
       return -1;

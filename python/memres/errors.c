@@ -6,6 +6,7 @@
  * the right one. */
 #include "pymemres.h"
 
+#include <errno.h>
 #include <string.h>
 
 static PyObject *error_base;        /* memres.Error */
@@ -74,12 +75,16 @@ pymemres_errors_init (PyObject *module)
       "a closed file, and a RuntimeError, as cuda.core raises for a closed Buffer or memory\n"
       "resource.",
       NULL, PyExc_ValueError, PyExc_RuntimeError);
-  error_file = new_error (module, "FileError",
-                          "Permission denied (memres.ErrorCode.PERMISSION_DENIED): a file memres "
-                          "may not open (the config\nfile of @name resources, a log file), a "
-                          "process an IPC transfer refuses; or a GLib file\nerror. Also an "
-                          "OSError.",
-                          PyExc_OSError);
+  error_file = new_error (
+      module, "FileError",
+      "A file memres cannot open, read or write (domain \"g-file-error-quark\", code a\n"
+      "GFileError): the config file of @name resources or MEMRES_CONFIG, a log adaptor's\n"
+      "path; a sleep's file (memres.SleepErrorCode.FILE); permission denied\n"
+      "(memres.ErrorCode.PERMISSION_DENIED), a process an IPC transfer refuses. Also an\n"
+      "OSError, with errno set from the code where one fits (str() stays the message):\n"
+      "errno.ENOENT for a missing file or directory, errno.EISDIR for a directory,\n"
+      "errno.EACCES, ...; None otherwise.",
+      PyExc_OSError);
   error_no_device = new_error (module, "NoDeviceError",
                                "No CUDA driver loads, or the device asked for does not exist "
                                "(memres.ErrorCode.NO_DRIVER,\nNO_DEVICE). Also a RuntimeError.",
@@ -158,6 +163,51 @@ class_of (const GError *error)
   return error_base;
 }
 
+/* The errno a GFileError code stands for (g_file_error_from_errno() the other way), 0 for
+ * G_FILE_ERROR_FAILED and a code GLib may add */
+static int
+errno_of_file_error (gint code)
+{
+  static const int errnos[] = {
+    [G_FILE_ERROR_EXIST] = EEXIST, [G_FILE_ERROR_ISDIR] = EISDIR,
+    [G_FILE_ERROR_ACCES] = EACCES, [G_FILE_ERROR_NAMETOOLONG] = ENAMETOOLONG,
+    [G_FILE_ERROR_NOENT] = ENOENT, [G_FILE_ERROR_NOTDIR] = ENOTDIR,
+    [G_FILE_ERROR_NXIO] = ENXIO,   [G_FILE_ERROR_NODEV] = ENODEV,
+    [G_FILE_ERROR_ROFS] = EROFS,   [G_FILE_ERROR_TXTBSY] = ETXTBSY,
+    [G_FILE_ERROR_FAULT] = EFAULT, [G_FILE_ERROR_LOOP] = ELOOP,
+    [G_FILE_ERROR_NOSPC] = ENOSPC, [G_FILE_ERROR_NOMEM] = ENOMEM,
+    [G_FILE_ERROR_MFILE] = EMFILE, [G_FILE_ERROR_NFILE] = ENFILE,
+    [G_FILE_ERROR_BADF] = EBADF,   [G_FILE_ERROR_INVAL] = EINVAL,
+    [G_FILE_ERROR_PIPE] = EPIPE,   [G_FILE_ERROR_AGAIN] = EAGAIN,
+    [G_FILE_ERROR_INTR] = EINTR,   [G_FILE_ERROR_IO] = EIO,
+    [G_FILE_ERROR_PERM] = EPERM,   [G_FILE_ERROR_NOSYS] = ENOSYS,
+  };
+
+  return code >= 0 && code < (gint) G_N_ELEMENTS (errnos) ? errnos[code] : 0;
+}
+
+/* Sets an OSError's errno from @error where its code has one (G_FILE_ERROR's codes;
+ * MEMRES_ERROR_PERMISSION_DENIED is EACCES), so that a check of e.errno (ENOENT as
+ * FileNotFoundError stands for, EACCES, EISDIR...) works; leaves it None otherwise. strerror
+ * stays None: with both set, str() of an OSError is "[Errno N] STRERROR", which would drop the
+ * message (the path, the layer). Returns -1 with an exception set on failure. */
+static int
+set_errno (PyObject *exc, const GError *error)
+{
+  int err = error->domain == G_FILE_ERROR ? errno_of_file_error (error->code)
+            : g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED) ? EACCES
+                                                                                    : 0;
+  PyObject *number;
+  int rc;
+
+  if (err == 0)
+    return 0;
+  number = PyLong_FromLong (err);
+  rc = number != NULL && PyObject_SetAttrString (exc, "errno", number) == 0 ? 0 : -1;
+  Py_XDECREF (number);
+  return rc;
+}
+
 /* Raises @error (consumed) as an exception of class @cls; returns NULL. */
 static PyObject *
 raise_as (PyObject *cls, GError *error)
@@ -176,7 +226,8 @@ raise_as (PyObject *cls, GError *error)
       if (message != NULL && domain != NULL && code != NULL
           && PyObject_SetAttrString (exc, "message", message) == 0
           && PyObject_SetAttrString (exc, "domain", domain) == 0
-          && PyObject_SetAttrString (exc, "code", code) == 0)
+          && PyObject_SetAttrString (exc, "code", code) == 0
+          && (cls != error_file || set_errno (exc, error) == 0))
         PyErr_SetObject (cls, exc);
       Py_XDECREF (domain);
       Py_XDECREF (code);

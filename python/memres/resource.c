@@ -591,9 +591,10 @@ PyTypeObject PyMemresResource_Type = {
             "does. cuda.core's MemoryResource: allocate() gives a Buffer. A with block\n"
             "closes it at its end (close()).\n\n"
             "Raises InvalidArgumentError for a spec that does not parse, a kind or option\n"
-            "that does not exist; FileError for a config file that cannot be read; Error when\n"
-            "the kind cannot start (no driver: NoDeviceError). Releases the GIL while the\n"
-            "resource is created.",
+            "that does not exist; FileError (an OSError, errno set: ENOENT, EISDIR, ...) for\n"
+            "a config file that cannot be read or a log adaptor's path that cannot be\n"
+            "opened; Error when the kind cannot start (no driver: NoDeviceError). Releases\n"
+            "the GIL while the resource is created.",
   .tp_new = resource_new,
   .tp_dealloc = (destructor) resource_dealloc,
   .tp_repr = (reprfunc) resource_repr,

@@ -1,4 +1,5 @@
 """Every exception: its class, its builtin base, message, domain and code."""
+import errno
 import os
 import subprocess
 import sys
@@ -119,8 +120,11 @@ import memres
 try:
     memres.Resource("@any")
 except OSError as err:
+    import errno
     assert isinstance(err, memres.FileError), type(err)
-    assert err.code == memres.ErrorCode.PERMISSION_DENIED, err.code
+    assert err.domain == "g-file-error-quark", err.domain
+    assert err.code == 2, err.code  # G_FILE_ERROR_ACCES
+    assert err.errno == errno.EACCES, err.errno
     sys.exit(0)
 sys.exit(1)
 """
@@ -135,6 +139,72 @@ def test_file_error(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     result = subprocess.run([sys.executable, "-c", CHILD], env=env, cwd="/")
     assert result.returncode == 0
+
+
+FILE_DOMAIN = "g-file-error-quark"
+# GFileError codes: what g_file_error_from_errno() gives the errno of each
+G_FILE_ERROR_ISDIR, G_FILE_ERROR_NOENT, G_FILE_ERROR_NOTDIR = 1, 4, 5
+
+
+def check_file_error(info, code, errno_value, needle):
+    err = info.value
+    assert type(err) is memres.FileError
+    assert isinstance(err, OSError) and isinstance(err, memres.Error)
+    assert err.domain == FILE_DOMAIN
+    assert err.code == code
+    assert err.errno == errno_value
+    assert needle in err.message
+    assert str(err) == err.message  # the message kept, not "[Errno N] ..."
+
+
+def test_log_path_file_errors(tmp_path):
+    """A log adaptor's path that cannot be opened is a FileError (an OSError) with errno, not a
+    ValueError; within a stack too, under its "layer N of M" prefix."""
+    missing = tmp_path / "no-such-dir" / "x.csv"
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    cases = ((missing, G_FILE_ERROR_NOENT, errno.ENOENT),
+             (afile / "x.csv", G_FILE_ERROR_NOTDIR, errno.ENOTDIR),
+             (tmp_path, G_FILE_ERROR_ISDIR, errno.EISDIR))
+    for path, code, errno_value in cases:
+        for spec, prefix in (("log:path=%s>host", "layer 1 of 2"),
+                             ("stats>log:path=%s>host", "layer 2 of 3")):
+            with pytest.raises(OSError) as info:
+                memres.Resource(spec % path)
+            check_file_error(info, code, errno_value, 'cannot open "%s"' % path)
+            assert info.value.message.startswith(prefix + ' (kind "log"): ')
+    # FileNotFoundError's test, on errno
+    try:
+        memres.Resource("log:path=%s>host" % missing)
+    except OSError as err:
+        assert err.errno == errno.ENOENT
+    else:
+        raise AssertionError("accepted")
+    # a bad spec stays a ValueError
+    with pytest.raises(memres.InvalidArgumentError):
+        memres.Resource("log:path=>host")
+
+
+def test_config_file_errors(tmp_path, monkeypatch):
+    """MEMRES_CONFIG that cannot be read is a FileError with errno; a malformed one stays an
+    InvalidArgumentError."""
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    cases = ((tmp_path / "missing.conf", G_FILE_ERROR_NOENT, errno.ENOENT),
+             (afile / "x.conf", G_FILE_ERROR_NOTDIR, errno.ENOTDIR),
+             (tmp_path, G_FILE_ERROR_ISDIR, errno.EISDIR))
+    for path, code, errno_value in cases:
+        monkeypatch.setenv("MEMRES_CONFIG", str(path))
+        for spec in ("@x", "stats>@x"):
+            with pytest.raises(OSError) as info:
+                memres.Resource(spec)
+            check_file_error(info, code, errno_value, "MEMRES_CONFIG: config file %s" % path)
+    bad = tmp_path / "bad.conf"
+    bad.write_text("[x]\nnot a key line\n")
+    monkeypatch.setenv("MEMRES_CONFIG", str(bad))
+    with pytest.raises(ValueError) as info:
+        memres.Resource("@x")
+    check(info, memres.InvalidArgumentError, memres.ErrorCode.INVALID_ARGUMENT)
 
 
 def test_no_driver():
