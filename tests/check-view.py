@@ -681,7 +681,8 @@ with tempfile.TemporaryDirectory() as d:
     skip = None if CHROMIUM else "no chromium (Debian's chromium package; MEMRES_CHROMIUM)"
     r = run("view", log, snap, "-o", page)
     if skip:
-        for what in ("DOM", "screenshot", "console", "large log", "a snapshot block's stack"):
+        for what in ("DOM", "screenshot", "console", "many tags", "many tags drawn", "large log",
+                     "a snapshot block's stack"):
             check(True, "the browser: " + what, skip)
     else:
         profile = os.path.join(d, "profile")
@@ -862,6 +863,49 @@ with tempfile.TemporaryDirectory() as d:
                   % (used, free))
         else:
             check(False, "chromium wrote the screenshot")
+
+        # many tags (300 values of the Tag column, each 20 events): the page draws the layer
+        # and the 8 tags of highest peak, lists every tag with the peak and events re-summed
+        # from the CSV, and shows the count of tags
+        many = os.path.join(d, "many-tags.csv")
+        n_tags, n_allocs = 300, 3000
+        with open(many, "w") as f:
+            f.write(HEADER + ",Tag\n")
+            t = 8 * 3600 * 10**6
+            for i in range(n_allocs):
+                t += 3
+                k = i % n_tags  # tag k's allocations are 64 + 16 k bytes: its peak, one live
+                f.write("1,%s,allocate,0x%x,%d,0x0,t%d\n" % (clock(t), 0x100000 + i * 8192,
+                                                             64 + 16 * k, k))
+                if i >= 16:
+                    j = i - 16
+                    f.write("1,%s,free,0x%x,%d,0x0,t%d\n" % (
+                        clock(t + 1), 0x100000 + j * 8192, 64 + 16 * (j % n_tags), j % n_tags))
+        many_series = expected(many)[0]
+        many_page = os.path.join(d, "many-tags.html")
+        r = run("view", many, "-o", many_page)
+        many_data = page_data(many_page)[0] if r.returncode == 0 else {"series": []}
+        many_dom = browse("file://" + many_page, profile, "dom", 20000)[0]
+        dm = Dom(many_dom)
+        shown = [(many_data["series"][int(a["data-series"])]["tag"], int(a["data-peak"]),
+                  int(a["data-events"])) for a in dm.legend]
+        check(r.returncode == 0 and dm.status.get("data-drawn") == "1" and
+              "data-errors" not in dm.status and dm.status.get("data-tags") == str(n_tags) and
+              "%d tags; the 8 with the highest peaks drawn" % n_tags in many_dom
+              and sorted(shown, key=str) == sorted(((k, v[1], v[0]) for k, v in
+                                                    many_series.items()), key=str),
+              "a log of %d tags: the page draws, shows the count of tags, and its legend each "
+              "tag's peak and events as the CSV sums them (%s tags, %d of %d entries)" % (
+                  n_tags, dm.status.get("data-tags"), len(shown), len(many_series)))
+        top8 = sorted((k for k in many_series if k is not None),
+                      key=lambda k: -many_series[k][1])[:8]
+        drawn = [many_data["series"][int(a["data-series"])]["tag"] for a in dm.legend
+                 if "off" not in a.get("class", "").split()]
+        check(dm.status.get("data-series-drawn") == "9" and sorted(drawn, key=str) ==
+              sorted([None] + top8, key=str),
+              "a log of %d tags: the layer and the 8 tags of highest peak drawn at first, the "
+              "others listed off: %s drawn, %s" % (n_tags, dm.status.get("data-series-drawn"),
+                                                   drawn))
 
         # a large log: the page's size and its first view
         n = max(int(os.environ.get("MEMRES_VIEW_EVENTS", "1000000")), 64)

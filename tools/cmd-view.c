@@ -31,7 +31,10 @@
  *             logs, for the segment map at the chosen moment (view-map.c);
  *   snapshots the snapshots, each with _file added (the allocator shim's file, a snapshot per
  *             device under "devices", is split by the page's script).
- * The page's size grows with the count of logs and tags, not with the events'. Public API only. */
+ * Of a log's tags, the TAGS_FULL with the highest peaks are held as its layer is, the others at
+ * less detail (series_detail()): the page's size grows with the count of logs and tags, and with
+ * the events of at most TAGS_FULL tags a log, not with the events of the others. Public API
+ * only. */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -43,8 +46,15 @@
 #define LEVEL_STEP   8 /* 1024, 8192, 65536 */
 #define N_LEVELS     3
 #define MAX_STEPS    100000
-#define MAX_TOP      2000
-#define MAX_MARKS    100000
+/* Tags by peak, the highest first, within their log: the first TAGS_FULL are held as a layer is
+ * (the page draws them at first), up to TAGS_MEDIUM at most MAX_STEPS / LEVEL_STEP steps or the
+ * two coarser levels, the rest at most MAX_STEPS / LEVEL_STEP^2 steps or the coarsest level: so
+ * that the page's size grows with the events of at most TAGS_FULL tags (the page's first view,
+ * view-page.html's MAX_TAGS_DRAWN, is the same tags). */
+#define TAGS_FULL   8
+#define TAGS_MEDIUM 64
+#define MAX_TOP     2000
+#define MAX_MARKS   100000
 /* a backtrace in the page: its first frames, each cut at so many bytes */
 #define MAX_STACK_FRAMES 32
 #define MAX_FRAME_BYTES  1024
@@ -63,6 +73,7 @@ typedef struct
   char *tag; /* NULL: the whole layer */
   GArray *points;
   guint64 used, peak;
+  guint index, rank; /* in View's series; among its log's tags by peak (write_data()) */
 } Series;
 
 typedef struct
@@ -319,13 +330,26 @@ append_u64_array (GString *out, const char *key, const guint64 *values, guint n)
   g_string_append_c (out, ']');
 }
 
+/* How much of @s the page holds: at most *max_steps steps, else *n_levels levels. */
+static void
+series_detail (const Series *s, guint *max_steps, int *n_levels)
+{
+  guint coarser = s->tag == NULL || s->rank < TAGS_FULL ? 0 : s->rank < TAGS_MEDIUM ? 1 : 2;
+
+  *max_steps = MAX_STEPS;
+  *n_levels = N_LEVELS - (int) coarser;
+  for (guint i = 0; i < coarser; i++)
+    *max_steps /= LEVEL_STEP;
+}
+
 static void
 write_series (GString *out, const Series *s, const Input *inputs, gint64 t0, gint64 len)
 {
   g_autofree guint64 *lo = g_new (guint64, FINE_BUCKETS);
   g_autofree guint64 *hi = g_new (guint64, FINE_BUCKETS);
   g_autofree char *name = g_path_get_basename (inputs[s->layer].path);
-  guint n = FINE_BUCKETS;
+  guint n = FINE_BUCKETS, max_steps;
+  int n_levels;
   GString *levels[N_LEVELS];
 
   g_string_append (out, "{\"name\":");
@@ -340,8 +364,9 @@ write_series (GString *out, const Series *s, const Input *inputs, gint64 t0, gin
       out, ",\"events\":%u,\"peak\":%" G_GUINT64_FORMAT ",\"final\":%" G_GUINT64_FORMAT,
       s->points->len, s->peak,
       s->points->len ? g_array_index (s->points, Point, s->points->len - 1).v : 0);
+  series_detail (s, &max_steps, &n_levels);
   g_string_append (out, ",\"steps\":");
-  if (s->points->len <= MAX_STEPS)
+  if (s->points->len <= max_steps)
     {
       g_string_append (out, "{\"t\":[");
       for (guint i = 0; i < s->points->len; i++)
@@ -355,7 +380,7 @@ write_series (GString *out, const Series *s, const Input *inputs, gint64 t0, gin
     }
   else
     g_string_append (out, "null");
-  if (s->points->len <= MAX_STEPS) /* the steps serve every zoom */
+  if (s->points->len <= max_steps) /* the steps serve every zoom */
     {
       g_string_append (out, ",\"levels\":[]}");
       return;
@@ -365,11 +390,14 @@ write_series (GString *out, const Series *s, const Input *inputs, gint64 t0, gin
   for (int k = N_LEVELS - 1; k >= 0; k--)
     {
       levels[k] = g_string_new (NULL);
-      g_string_append_printf (levels[k], "{\"w\":%.6f,", (double) MAX (len, 1) / n);
-      append_u64_array (levels[k], "min", lo, n);
-      g_string_append_c (levels[k], ',');
-      append_u64_array (levels[k], "max", hi, n);
-      g_string_append_c (levels[k], '}');
+      if (k < n_levels)
+        {
+          g_string_append_printf (levels[k], "{\"w\":%.6f,", (double) MAX (len, 1) / n);
+          append_u64_array (levels[k], "min", lo, n);
+          g_string_append_c (levels[k], ',');
+          append_u64_array (levels[k], "max", hi, n);
+          g_string_append_c (levels[k], '}');
+        }
       for (guint b = 0; k > 0 && b < n / LEVEL_STEP; b++)
         {
           guint64 mn = G_MAXUINT64, mx = 0;
@@ -387,10 +415,51 @@ write_series (GString *out, const Series *s, const Input *inputs, gint64 t0, gin
   g_string_append (out, ",\"levels\":[");
   for (int k = 0; k < N_LEVELS; k++)
     {
-      g_string_append_printf (out, "%s%s", k ? "," : "", levels[k]->str);
+      if (k < n_levels)
+        g_string_append_printf (out, "%s%s", k ? "," : "", levels[k]->str);
       g_string_free (levels[k], TRUE);
     }
   g_string_append (out, "]}");
+}
+
+/* The order of the ranks: by log, a log's whole-layer series first, then its tags by peak, the
+ * highest first, at equal peaks in the order first seen (as the page's script ranks them). */
+static gint
+rank_compare (gconstpointer a, gconstpointer b)
+{
+  const Series *x = *(Series *const *) a, *y = *(Series *const *) b;
+
+  if (x->layer != y->layer)
+    return x->layer < y->layer ? -1 : 1;
+  if ((x->tag == NULL) != (y->tag == NULL))
+    return x->tag == NULL ? -1 : 1;
+  if (x->peak != y->peak)
+    return x->peak > y->peak ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index ? 1 : 0;
+}
+
+/* Each tag's rank among its log's tags (rank_compare()). */
+static void
+rank_tags (GPtrArray *series)
+{
+  g_autoptr (GPtrArray) order = g_ptr_array_sized_new (series->len);
+  guint rank = 0;
+
+  for (guint i = 0; i < series->len; i++)
+    {
+      Series *s = g_ptr_array_index (series, i);
+
+      s->index = i;
+      g_ptr_array_add (order, s);
+    }
+  g_ptr_array_sort (order, rank_compare);
+  for (guint i = 0; i < order->len; i++)
+    {
+      Series *s = g_ptr_array_index (order, i);
+
+      rank = s->tag == NULL ? 0 : rank;
+      s->rank = s->tag == NULL ? 0 : rank++;
+    }
 }
 
 static gint
@@ -501,6 +570,7 @@ write_data (View *v, Input *inputs, guint n_inputs)
   else
     g_string_append (out, "null");
   g_string_append_printf (out, ",\"span\":[0,%" G_GINT64_FORMAT "],\n\"series\":[", t1 - t0);
+  rank_tags (v->series);
   for (guint i = 0; i < v->series->len; i++)
     {
       if (i > 0)
