@@ -677,6 +677,38 @@ with tempfile.TemporaryDirectory() as d:
     sites_blocks = [(i, {4096: "stack_site_weights", 8192: "stack_site_activations"}[b["size"]])
                     for i, b in enumerate(sites["layers"][sites_layer]["blocks"])]
 
+    # a tag below the 8 of highest peak with more events than such a tag's steps (12,500:
+    # tools/cmd-view.c's MAX_STEPS / LEVEL_STEP): the page holds its two coarser levels, the
+    # 8 others every step, each with its peak and events as the CSV sums them
+    ranked = os.path.join(d, "ranked-tags.csv")
+    with open(ranked, "w") as f:
+        f.write(HEADER + ",Tag\n")
+        t, i = 8 * 3600 * 10**6, 0
+        for k in range(8):  # big%d: one allocation of 1 MiB + k, freed
+            t += 3
+            f.write("1,%s,allocate,0x%x,%d,0x0,big%d\n" % (clock(t), 0x10000000 + k * 2**21,
+                                                           2**20 + k, k))
+            f.write("1,%s,free,0x%x,%d,0x0,big%d\n" % (clock(t + 1), 0x10000000 + k * 2**21,
+                                                       2**20 + k, k))
+        for i in range(6600):  # small: 13,200 events of 64 bytes, one live at a time
+            t += 3
+            f.write("1,%s,allocate,0x%x,64,0x0,small\n" % (clock(t), 0x100000))
+            f.write("1,%s,free,0x%x,64,0x0,small\n" % (clock(t + 1), 0x100000))
+    ranked_series = expected(ranked)[0]
+    r = run("view", ranked, "-o", os.path.join(d, "ranked.html"))
+    rd = page_data(os.path.join(d, "ranked.html"))[0] if r.returncode == 0 else {"series": []}
+    by_tag = {s["tag"]: s for s in rd["series"]}
+    small = by_tag.get("small", {})
+    check(r.returncode == 0 and small.get("steps", 0) is None and
+          len(small.get("levels", [])) == 2 and
+          [len(l["min"]) for l in small.get("levels", [])] == [1024, 8192] and
+          all(by_tag["big%d" % k]["steps"] is not None for k in range(8)) and
+          by_tag[None]["steps"] is not None and
+          {k: [s["events"], s["peak"], s["final"]] for k, s in by_tag.items()} == ranked_series,
+          "a tag ranked 9th by peak with 13,200 events: held as the two coarser levels, the 8 "
+          "above it and the layer every step, peaks and events as the CSV sums them: %s" % (
+              r.stderr.strip() or [len(l["min"]) for l in small.get("levels", [])]))
+
     # ---- in the browser
     skip = None if CHROMIUM else "no chromium (Debian's chromium package; MEMRES_CHROMIUM)"
     r = run("view", log, snap, "-o", page)
