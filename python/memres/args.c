@@ -62,19 +62,23 @@ pymemres_size_overflow (const char *name, PyObject *value)
   return NULL;
 }
 
+PyObject *
+pymemres_index_not_bool (PyObject *value, const char *format, const char *arg)
+{
+  if (PyBool_Check (value))
+    {
+      PyErr_Format (PyExc_TypeError, format, arg);
+      return NULL;
+    }
+  return PyNumber_Index (value);
+}
+
 size_t
 pymemres_size_from_object (const char *name, PyObject *value)
 {
-  PyObject *index;
+  PyObject *index = pymemres_index_not_bool (value, "%s must be an int, not bool", name);
   size_t size;
 
-  /* True is an int to Python but never a size or an address (allocate(True) made 1 byte) */
-  if (PyBool_Check (value))
-    {
-      PyErr_Format (PyExc_TypeError, "%s must be an int, not bool", name);
-      return (size_t) -1;
-    }
-  index = PyNumber_Index (value); /* an int, or an object with __index__ */
   if (index == NULL)
     return (size_t) -1;
   size = PyLong_AsSize_t (index);

@@ -139,15 +139,8 @@ static int
 uint32_arg (PyObject *obj, const char *what, guint32 *out)
 {
   unsigned long long v;
-  PyObject *index;
+  PyObject *index = pymemres_index_not_bool (obj, "fill %s must be an int, not a bool", what);
 
-  /* a bool is no byte value or width (fill(True) filled with 0x01), as it is no size */
-  if (PyBool_Check (obj))
-    {
-      PyErr_Format (PyExc_TypeError, "fill %s must be an int, not a bool", what);
-      return -1;
-    }
-  index = PyNumber_Index (obj);
   if (index == NULL)
     return -1;
   v = PyLong_AsUnsignedLongLong (index);
@@ -246,15 +239,9 @@ static int
 unsigned_arg (PyObject *obj, gsize *out, const char *negative, const char *too_big,
               const char *not_bool)
 {
-  PyObject *index;
-
   /* a bool is no offset or size (read(True) read from offset 1): TypeError @not_bool */
-  if (PyBool_Check (obj))
-    {
-      PyErr_SetString (PyExc_TypeError, not_bool);
-      return -1;
-    }
-  index = PyNumber_Index (obj);
+  PyObject *index = pymemres_index_not_bool (obj, "%s", not_bool);
+
   if (index == NULL)
     return -1;
   *out = PyLong_AsSize_t (index);

@@ -396,6 +396,11 @@ int pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t
  * (size_t) -1 with OverflowError for a negative one or one past 2**64-1 (cuda.core's
  * allocate(-1) raises OverflowError), TypeError for another type. */
 size_t pymemres_size_from_object (const char *name, PyObject *value);
+/* @value's __index__ (a new reference: an int, or an object with __index__), NULL with TypeError
+ * for another type; a bool, an int to Python but no size, offset, address, byte value or width
+ * (allocate(True) made 1 byte, fill(True) filled with 0x01), NULL with TypeError @format
+ * formatted with @arg. */
+PyObject *pymemres_index_not_bool (PyObject *value, const char *format, const char *arg);
 /* An int argument (an int or __index__) in *@out: 0; -1 with TypeError (no int) or the
  * conversion's error; 1 below G_MININT, 2 past G_MAXINT (no exception set: the caller names the
  * range). */
