@@ -412,6 +412,8 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
   LogResource *self;
   const char *path = memres_options_get_string (options, "path");
   gboolean append = memres_options_get_bool (options, "append");
+  gboolean tags = memres_options_get_bool (options, "tags");
+  gboolean backtrace = memres_options_get_bool (options, "backtrace");
   gboolean empty;
   g_autofree char *header = NULL;
   int fd;
@@ -432,9 +434,7 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
                    "segment lines are memres's own, which rmm=true leaves out");
       return FALSE;
     }
-  header
-      = g_strconcat (LOG_HEADER, memres_options_get_bool (options, "backtrace") ? ",Backtrace" : "",
-                     memres_options_get_bool (options, "tags") ? ",Tag" : "", "\n", NULL);
+  header = g_strconcat (LOG_HEADER, backtrace ? ",Backtrace" : "", tags ? ",Tag" : "", "\n", NULL);
   fd = open_log (path, append, header, &empty, error);
   if (fd < 0)
     return FALSE;
@@ -443,9 +443,9 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->fd = fd;
   self->path = g_strdup (path);
   self->flush = memres_options_get_bool (options, "flush");
-  self->tags = memres_options_get_bool (options, "tags");
+  self->tags = tags;
   self->rmm = memres_options_get_bool (options, "rmm");
-  self->backtrace = memres_options_get_bool (options, "backtrace");
+  self->backtrace = backtrace;
   self->buffer = g_malloc (LOG_BUFFER_SIZE);
   if (empty) /* nobody else sees it yet */
     append_locked (self, header, strlen (header));
