@@ -58,6 +58,87 @@ def test_context_manager(host):
     assert buf.__exit__(None, None, None) is None
 
 
+def _close_refused_in_a_with_block(buf, body):
+    """Leaves a with block of buf by raising body (None: by its end) while a memoryview of buf
+    is held, so that the close at the block's end fails (BufferError); returns that error."""
+    view = memoryview(buf)
+    try:
+        with pytest.raises(BufferError) as info:
+            with buf:
+                if body is not None:
+                    raise body
+    finally:
+        view.release()
+    return info.value
+
+
+def test_with_block_whose_close_fails(host):
+    """A with block whose close() fails: the close's error propagates, the block's exception
+    kept as its __context__ (the traceback prints both, the block's first: "During handling of
+    the above exception, another exception occurred"), the buffer left open. That is what
+    io.BytesIO does (its close under a held export) and contextlib.ExitStack (a callback that
+    raises), checked here side by side; a with block whose body raised nothing raises the
+    close's error alone."""
+    import contextlib
+    import io
+    import traceback
+
+    buf = host.allocate(16)
+    body = KeyError("body")
+    error = _close_refused_in_a_with_block(buf, body)
+    assert "1 memoryview" in str(error)
+    assert error.__context__ is body and error.__cause__ is None
+    assert not error.__suppress_context__
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    assert text.index("KeyError: 'body'") < text.index("During handling") \
+        < text.index("BufferError: cannot close the buffer")
+    assert not buf.closed and buf.size == 16
+    error = _close_refused_in_a_with_block(buf, None)
+    assert error.__context__ is None and not buf.closed
+    with buf:  # the view released: the block's end closes it
+        pass
+    assert buf.closed
+
+    # the standard library's two, for the same case
+    body = KeyError("body")
+    with pytest.raises(BufferError) as info:
+        with io.BytesIO(b"abc") as f:
+            export = f.getbuffer()
+            raise body
+    export.release()
+    assert info.value.__context__ is body
+
+    def refuse():
+        raise BufferError("refused")
+
+    body = KeyError("body")
+    with pytest.raises(BufferError) as info:
+        with contextlib.ExitStack() as stack:
+            stack.callback(refuse)
+            raise body
+    assert info.value.__context__ is body
+
+
+def test_with_block_whose_close_fails_on_the_driver(device, fake_counts, fake_fail_call):
+    """The same with a free the driver refuses (cuMemFreeAsync: CUDA_ERROR_INVALID_HANDLE): the
+    close's memres.Error, the block's exception as its __context__, the memory still held; the
+    next close frees it."""
+    live = fake_counts()["pool_allocations"]
+    buf = device.allocate(4096)
+    buf.fill(0x5A)
+    body = KeyError("body")
+    fake_fail_call("cuMemFreeAsync", 1, 400)  # CUDA_ERROR_INVALID_HANDLE
+    with pytest.raises(memres.Error) as info:
+        with buf:
+            raise body
+    assert info.value.domain == "memres-cuda-error-quark" and info.value.code == 400
+    assert info.value.__context__ is body
+    assert not buf.closed and buf.read(0, 4) == b"\x5a" * 4
+    assert fake_counts()["pool_allocations"] == live + 1
+    buf.close()
+    assert buf.closed and fake_counts()["pool_allocations"] == live
+
+
 def test_fill_read_write(host):
     buf = host.allocate(16)
     buf.fill(0xAB)
