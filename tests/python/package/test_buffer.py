@@ -139,6 +139,39 @@ def test_with_block_whose_close_fails_on_the_driver(device, fake_counts, fake_fa
     assert buf.closed and fake_counts()["pool_allocations"] == live
 
 
+def test_empty_buffer():
+    """allocate(0): an empty Buffer (memres_resource_allocate()'s gtk-doc): open, 0 bytes at
+    handle 0, usable for 0 bytes, closable (with a with block, twice); stats() counts it among the live buffers (n_buffers) with 0 bytes
+    used, but it is no allocation of any layer: a stats layer's tag counts leave it out."""
+    mr = memres.Resource("stats>host")
+    full = mr.allocate(100)
+    with memres.tag("py-empty"):
+        buf = mr.allocate(0)
+    assert buf.size == 0 and buf.handle == 0 and not buf.closed and buf.tag == "py-empty"
+    assert buf.is_host_accessible and buf.device_id == -1
+    assert repr(buf) == "<memres.Buffer 0 bytes at 0x0 on device -1>"
+    assert mr.stats()["n_buffers"] == 2 and mr.stats()["used_current"] == 100
+    assert mr.tag_counts("py-empty") == dict.fromkeys(
+        ("bytes_current", "bytes_peak", "bytes_total", "count_current", "count_peak",
+         "count_total"), 0)
+    assert "py-empty" not in mr.tags()
+    assert buf.read() == b"" and buf.write(b"") is None and buf.fill(0xFF) is None
+    view = memoryview(buf)
+    assert view.nbytes == 0 and bytes(view) == b""
+    view.release()
+    copy = buf.copy_to()
+    assert copy.size == 0 and copy.handle == 0 and copy.memory_resource == mr
+    assert mr.stats()["n_buffers"] == 3
+    copy.close()
+    with buf:
+        pass
+    assert buf.closed
+    buf.close()
+    assert mr.stats()["n_buffers"] == 1 and mr.stats()["used_current"] == 100
+    full.close()
+    assert mr.stats()["n_buffers"] == 0
+
+
 def test_fill_read_write(host):
     buf = host.allocate(16)
     buf.fill(0xAB)
