@@ -277,7 +277,7 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
  * memres_resource_allocate:
  * @mr: a #MemresResource
  * @size: bytes to allocate; 0 gives a valid empty buffer (address 0, size 0) without calling
- *   the kind
+ *   the kind: see below
  * @stream: the stream the allocation is ordered on (stream-ordered kinds), recorded as the
  *   buffer's deallocation stream; %NULL is the legacy default stream
  * @error: return location for a #GError, or %NULL
@@ -288,6 +288,21 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
  * memres ships aligns the address of a buffer of 1 byte or more to at least 256 bytes (the
  * conformance suite checks it for each kind under each adaptor), `host` to its `alignment`
  * option (256 by default).
+ *
+ * An allocation of 0 bytes succeeds with an empty buffer: open, of size 0 at address 0
+ * (memres_buffer_get_pointer() %NULL), closable (once, twice, on any stream), and readable,
+ * writable, fillable and copyable for 0 bytes. The core makes it: no layer's allocate slot
+ * runs, nor any deallocate slot at its close, and the driver is not called.
+ * memres_resource_get_stats() of @mr counts it among the live buffers
+ * (#MemresStats.n_buffers, one more until its close) with 0 bytes used. No layer counts it as
+ * an allocation, as none reached a layer: a `stats` layer's counters
+ * (memres_stats_get_counters(): #MemresStatsCounters.count_current, count_total, the size
+ * classes) and its tag counts (memres_resource_get_tag_counts()) leave it out, `track` does
+ * not list it, `log` writes no line for it and `limit` charges nothing (RMM's statistics
+ * adaptor counts a 0-byte allocate; an rmm::device_buffer of size 0 never calls its resource).
+ * An empty buffer carries the calling thread's tag (memres_buffer_get_tag()), and a tag asleep
+ * refuses it as it refuses any allocation. memres_buffer_resize() of it to a size above 0
+ * allocates then, counted as an allocation of that size.
  *
  * Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the memory cannot be had (always for sizes above
  * `G_MAXSSIZE`); %MEMRES_ERROR_NOT_SUPPORTED (an imported pool, a capturing stream given to a

@@ -91,15 +91,24 @@ CAPSULE_NAME = b"dltensor_versioned"
 USED_CAPSULE_NAME = b"used_dltensor_versioned"
 LEGACY_CAPSULE_NAME = b"dltensor"  # DLPack 0.x; the consumer renames it "used_dltensor"
 
-_api = ctypes.pythonapi
-_api.PyCapsule_New.restype = ctypes.py_object
-_api.PyCapsule_New.argtypes = [vp, ctypes.c_char_p, vp]
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_GetPointer.restype = vp
-_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_SetName.restype = ctypes.c_int
-_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+def _python_api(name, restype, *argtypes):
+    """CPython's function name with a prototype of this module's own (called with the GIL held,
+    as ctypes.pythonapi's are): setting restype/argtypes on ctypes.pythonapi's functions would
+    change them for every other user of ctypes.pythonapi in the process (the package imports
+    this module)."""
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+
+
+class _api:
+    PyCapsule_New = _python_api("PyCapsule_New", ctypes.py_object, vp, ctypes.c_char_p, vp)
+    PyCapsule_IsValid = _python_api("PyCapsule_IsValid", ctypes.c_int, ctypes.py_object,
+                                    ctypes.c_char_p)
+    PyCapsule_GetPointer = _python_api("PyCapsule_GetPointer", vp, ctypes.py_object,
+                                       ctypes.c_char_p)
+    PyCapsule_SetName = _python_api("PyCapsule_SetName", ctypes.c_int, ctypes.py_object,
+                                    ctypes.c_char_p)
+
 
 # The capsules' destructors: a tensor nobody consumed (the name is still "dltensor_versioned",
 # or "dltensor" for the unversioned one) is deleted; a consumer renames the capsule
@@ -415,19 +424,30 @@ class Allocator:
         return bool(self.lib.memres_torch_alloc_throws())
 
     def cupy_allocator(self, cupy, param=0):
-        """memres as CuPy's allocator: a CFunctionAllocator over memres_cupy_malloc/free, and a
-        check CuPy does not make (CuPy 14 makes an array at address 0 from a NULL): a failed
-        allocation raises cupy.cuda.memory.OutOfMemoryError. Pass it to cupy.cuda.set_allocator.
-        param: 0 for the legacy default stream, or a CUstream (int)."""
-        cfa = cupy.cuda.memory.CFunctionAllocator(param, self.fn_address("memres_cupy_malloc"),
-                                                  self.fn_address("memres_cupy_free"), self)
-        oom = cupy.cuda.memory.OutOfMemoryError
+        """memres as CuPy's allocator (checked_cupy_allocator() over this library's
+        memres_cupy_malloc/free): pass it to cupy.cuda.set_allocator. param: 0 for the legacy
+        default stream, or a CUstream (int)."""
+        return checked_cupy_allocator(cupy, param, self.fn_address("memres_cupy_malloc"),
+                                      self.fn_address("memres_cupy_free"), self)
 
-        def malloc(size):
-            mp = cfa.malloc(size)
-            if size > 0 and mp.ptr == 0:
-                raise oom(size, -1)
-            return mp
 
-        malloc.c_function_allocator = cfa
-        return malloc
+def checked_cupy_allocator(cupy, param, malloc_address, free_address, owner):
+    """CuPy's allocator over libmemres-allocator's memres_cupy_malloc and memres_cupy_free (the
+    addresses of the two functions, as ints): a cupy.cuda.memory.CFunctionAllocator (param: 0
+    for the legacy default stream, or a CUstream as an int; owner: kept alive by CuPy as long
+    as its memory), wrapped in a check CuPy does not make (CuPy 14 makes an array at address 0
+    from a NULL): an allocation of 1 byte or more that gets NULL raises
+    cupy.cuda.memory.OutOfMemoryError; 0 bytes may be NULL. The function returned is what
+    cupy.cuda.set_allocator takes; its c_function_allocator is the CFunctionAllocator. Shared
+    with the package's memres.cupy.use(), which ships this module."""
+    cfa = cupy.cuda.memory.CFunctionAllocator(param, malloc_address, free_address, owner)
+    oom = cupy.cuda.memory.OutOfMemoryError
+
+    def malloc(size):
+        mp = cfa.malloc(size)
+        if size > 0 and mp.ptr == 0:
+            raise oom(size, -1)
+        return mp
+
+    malloc.c_function_allocator = cfa
+    return malloc

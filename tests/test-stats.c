@@ -634,6 +634,101 @@ test_stats_peaks_nested (void)
     }
 }
 
+/* An empty buffer (memres_resource_allocate() of 0 bytes: memres_resource_allocate()'s gtk-doc)
+ * is a live buffer of 0 bytes in memres_resource_get_stats() (n_buffers one more until its
+ * close), but no allocation of the `stats` layer: its counters and its tag's counts leave it
+ * out, and its tag is listed for none. With a driver, one grown by memres_buffer_resize() (over
+ * vmm, which resizes) is an allocation of its new size from then on, counted once, and its close
+ * takes that back. */
+static void
+test_stats_empty_buffer (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("stats>host");
+  g_autoptr (GError) error = NULL;
+  g_auto (GStrv) tags = NULL;
+  MemresBuffer *full, *empty, *tagged;
+  MemresStatsCounters c;
+  MemresTagCounts t;
+  MemresStats s;
+  guint8 byte = 7;
+
+  full = mt_alloc_ok (mr, 100, NULL);
+  empty = mt_alloc_ok (mr, 0, NULL);
+  g_assert_true (memres_tag_push ("stats-empty", &error));
+  tagged = mt_alloc_ok (mr, 0, NULL);
+  g_assert_true (memres_tag_pop ("stats-empty", &error));
+  g_assert_cmpstr (memres_buffer_get_tag (tagged), ==, "stats-empty");
+  g_assert_cmpuint (memres_buffer_get_address (empty), ==, 0);
+  g_assert_cmpuint (memres_buffer_get_size (empty), ==, 0);
+  g_assert_null (memres_buffer_get_pointer (empty));
+  g_assert_false (memres_buffer_is_closed (empty));
+
+  s = usage_ok (mr);
+  g_assert_cmpuint (s.n_buffers, ==, 3);
+  g_assert_cmpuint (s.used_current, ==, 100);
+  assert_all (mr, 100, 100, 100, 1, 1, 1);
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_cmpuint (c.size_classes[0], ==, 0);
+  g_assert_cmpuint (c.size_classes[6], ==, 1); /* 100 */
+  g_assert_true (memres_resource_get_tag_counts (mr, "stats-empty", &t, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (t.count_total, ==, 0);
+  g_assert_cmpuint (t.count_current, ==, 0);
+  g_assert_cmpuint (t.bytes_total, ==, 0);
+  tags = memres_resource_list_tags (mr, &error);
+  g_assert_no_error (error);
+  g_assert_false (g_strv_contains ((const char *const *) tags, "stats-empty"));
+
+  /* 0 bytes read, written, filled, copied: nothing to do, no error */
+  g_assert_true (memres_buffer_read (empty, 0, &byte, 0, NULL, &error));
+  g_assert_true (memres_buffer_write (empty, 0, &byte, 0, NULL, &error));
+  g_assert_true (memres_buffer_fill (empty, 0xff, 1, NULL, &error));
+  g_assert_true (memres_buffer_copy_to (tagged, empty, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (byte, ==, 7);
+
+  /* closed (twice), they leave n_buffers; the counters never saw them */
+  g_assert_true (memres_buffer_close (empty, NULL, &error));
+  mt_close_ok (empty, NULL);
+  mt_close_ok (tagged, NULL);
+  g_assert_cmpuint (usage_ok (mr).n_buffers, ==, 1);
+  assert_all (mr, 100, 100, 100, 1, 1, 1);
+  mt_close_ok (full, NULL);
+  s = usage_ok (mr);
+  g_assert_cmpuint (s.n_buffers, ==, 0);
+  g_assert_cmpuint (s.used_current, ==, 0);
+
+  if (memres_cuda_get_driver (NULL) == NULL)
+    return;
+  /* grown: an allocation of its new size under its tag, counted once; its close takes it back */
+  {
+    g_autoptr (MemresResource) vmm = mt_new_ok ("stats>vmm:device=0");
+    gsize size;
+
+    g_assert_true (memres_tag_push ("stats-grown", &error));
+    tagged = mt_alloc_ok (vmm, 0, NULL);
+    g_assert_true (memres_tag_pop ("stats-grown", &error));
+    assert_all (vmm, 0, 0, 0, 0, 0, 0);
+    g_assert_true (memres_buffer_resize (tagged, 4096, NULL, &error));
+    g_assert_no_error (error);
+    g_assert_cmpuint (memres_buffer_get_address (tagged), !=, 0);
+    size = memres_buffer_get_size (tagged);
+    g_assert_cmpuint (size, >=, 4096);
+    assert_all (vmm, size, size, size, 1, 1, 1);
+    g_assert_true (memres_resource_get_tag_counts (vmm, "stats-grown", &t, &error));
+    g_assert_cmpuint (t.bytes_current, ==, size);
+    g_assert_cmpuint (t.count_current, ==, 1);
+    g_assert_cmpuint (t.count_total, ==, 1);
+    g_assert_cmpuint (usage_ok (vmm).n_buffers, ==, 1);
+    mt_close_ok (tagged, NULL);
+    g_assert_true (memres_resource_get_tag_counts (vmm, "stats-grown", &t, &error));
+    g_assert_cmpuint (t.bytes_current, ==, 0);
+    g_assert_cmpuint (t.count_current, ==, 0);
+    assert_all (vmm, 0, size, size, 0, 1, 1);
+    g_assert_cmpuint (usage_ok (vmm).n_buffers, ==, 0);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -649,5 +744,6 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/peaks-across-threads", test_peaks_across_threads);
   g_test_add_func ("/adaptors/stats-sharing", test_stats_sharing);
   g_test_add_func ("/adaptors/stats-peaks-nested", test_stats_peaks_nested);
+  g_test_add_func ("/adaptors/stats-empty-buffer", test_stats_empty_buffer);
   return g_test_run ();
 }

@@ -228,7 +228,9 @@ pymemres_buffer_context_init (void)
              < 0
       || add_descr (CONTEXT_EXIT, "__exit__",
                     "__exit__(exc_type, exc_value, traceback)\n\n"
-                    "Closes the buffer (close()) and lets an exception of the block go on.")
+                    "Closes the buffer (close()) and lets an exception of the block go on.\n"
+                    "A close that fails raises its own error, the block's exception kept as\n"
+                    "its __context__ (as io's files and contextlib.ExitStack do).")
              < 0)
     return -1;
   PyType_Modified (&PyMemresBuffer_Type);

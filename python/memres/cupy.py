@@ -1,5 +1,7 @@
 """memres as CuPy's allocator, in one line: memres.cupy.use()."""
-from . import _allocator, _memres
+# memres_interop (interop/memres_interop.py, the ctypes recipe) ships in the package: its CuPy
+# allocator with the NULL check is the one both use
+from . import _allocator, _memres, memres_interop
 
 DEFAULT_SPEC = _allocator.DEFAULT_SPEC
 
@@ -26,17 +28,9 @@ def use(spec=None, stream=0):
 
     alloc = _allocator.Allocator(spec)
     try:
-        cfa = cupy.cuda.memory.CFunctionAllocator(stream, alloc.address("memres_cupy_malloc"),
-                                                  alloc.address("memres_cupy_free"), alloc)
-        oom = cupy.cuda.memory.OutOfMemoryError
-
-        def malloc(size):
-            mp = cfa.malloc(size)
-            if size > 0 and mp.ptr == 0:
-                raise oom(size, -1)
-            return mp
-
-        malloc.c_function_allocator = cfa
+        malloc = memres_interop.checked_cupy_allocator(
+            cupy, stream, alloc.address("memres_cupy_malloc"), alloc.address("memres_cupy_free"),
+            alloc)
         cupy.cuda.set_allocator(malloc)
     except BaseException:
         # refused: the spec reaches no later use() nor a child process (as torch.use())

@@ -71,3 +71,16 @@ def fake_counts():
         return {name: getattr(c, name) for name, _ in FakeCudaCounts._fields_}
 
     return counts
+
+
+@pytest.fixture
+def fake_fail_call():
+    """fail_call(entry, nth, code): the fake driver's fakecuda_fail_call (the nth call of the
+    entry point from now returns the CUresult code, once); every fault disarmed afterwards.
+    Skips off the fake."""
+    if MODE != "fake":
+        pytest.skip("fault injection is the fake driver's")
+    lib = ctypes.CDLL(os.environ["MEMRES_CUDA_DRIVER"])
+    lib.fakecuda_fail_call.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    yield lambda entry, nth, code: lib.fakecuda_fail_call(entry.encode(), nth, code)
+    lib.fakecuda_reset_faults()

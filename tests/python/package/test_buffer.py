@@ -58,6 +58,120 @@ def test_context_manager(host):
     assert buf.__exit__(None, None, None) is None
 
 
+def _close_refused_in_a_with_block(buf, body):
+    """Leaves a with block of buf by raising body (None: by its end) while a memoryview of buf
+    is held, so that the close at the block's end fails (BufferError); returns that error."""
+    view = memoryview(buf)
+    try:
+        with pytest.raises(BufferError) as info:
+            with buf:
+                if body is not None:
+                    raise body
+    finally:
+        view.release()
+    return info.value
+
+
+def test_with_block_whose_close_fails(host):
+    """A with block whose close() fails: the close's error propagates, the block's exception
+    kept as its __context__ (the traceback prints both, the block's first: "During handling of
+    the above exception, another exception occurred"), the buffer left open. That is what
+    io.BytesIO does (its close under a held export) and contextlib.ExitStack (a callback that
+    raises), checked here side by side; a with block whose body raised nothing raises the
+    close's error alone."""
+    import contextlib
+    import io
+    import traceback
+
+    buf = host.allocate(16)
+    body = KeyError("body")
+    error = _close_refused_in_a_with_block(buf, body)
+    assert "1 memoryview" in str(error)
+    assert error.__context__ is body and error.__cause__ is None
+    assert not error.__suppress_context__
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    assert text.index("KeyError: 'body'") < text.index("During handling") \
+        < text.index("BufferError: cannot close the buffer")
+    assert not buf.closed and buf.size == 16
+    error = _close_refused_in_a_with_block(buf, None)
+    assert error.__context__ is None and not buf.closed
+    with buf:  # the view released: the block's end closes it
+        pass
+    assert buf.closed
+
+    # the standard library's two, for the same case
+    body = KeyError("body")
+    with pytest.raises(BufferError) as info:
+        with io.BytesIO(b"abc") as f:
+            export = f.getbuffer()
+            raise body
+    export.release()
+    assert info.value.__context__ is body
+
+    def refuse():
+        raise BufferError("refused")
+
+    body = KeyError("body")
+    with pytest.raises(BufferError) as info:
+        with contextlib.ExitStack() as stack:
+            stack.callback(refuse)
+            raise body
+    assert info.value.__context__ is body
+
+
+def test_with_block_whose_close_fails_on_the_driver(device, fake_counts, fake_fail_call):
+    """The same with a free the driver refuses (cuMemFreeAsync: CUDA_ERROR_INVALID_HANDLE): the
+    close's memres.Error, the block's exception as its __context__, the memory still held; the
+    next close frees it."""
+    live = fake_counts()["pool_allocations"]
+    buf = device.allocate(4096)
+    buf.fill(0x5A)
+    body = KeyError("body")
+    fake_fail_call("cuMemFreeAsync", 1, 400)  # CUDA_ERROR_INVALID_HANDLE
+    with pytest.raises(memres.Error) as info:
+        with buf:
+            raise body
+    assert info.value.domain == "memres-cuda-error-quark" and info.value.code == 400
+    assert info.value.__context__ is body
+    assert not buf.closed and buf.read(0, 4) == b"\x5a" * 4
+    assert fake_counts()["pool_allocations"] == live + 1
+    buf.close()
+    assert buf.closed and fake_counts()["pool_allocations"] == live
+
+
+def test_empty_buffer():
+    """allocate(0): an empty Buffer (memres_resource_allocate()'s gtk-doc): open, 0 bytes at
+    handle 0, usable for 0 bytes, closable (with a with block, twice); stats() counts it among the live buffers (n_buffers) with 0 bytes
+    used, but it is no allocation of any layer: a stats layer's tag counts leave it out."""
+    mr = memres.Resource("stats>host")
+    full = mr.allocate(100)
+    with memres.tag("py-empty"):
+        buf = mr.allocate(0)
+    assert buf.size == 0 and buf.handle == 0 and not buf.closed and buf.tag == "py-empty"
+    assert buf.is_host_accessible and buf.device_id == -1
+    assert repr(buf) == "<memres.Buffer 0 bytes at 0x0 on device -1>"
+    assert mr.stats()["n_buffers"] == 2 and mr.stats()["used_current"] == 100
+    assert mr.tag_counts("py-empty") == dict.fromkeys(
+        ("bytes_current", "bytes_peak", "bytes_total", "count_current", "count_peak",
+         "count_total"), 0)
+    assert "py-empty" not in mr.tags()
+    assert buf.read() == b"" and buf.write(b"") is None and buf.fill(0xFF) is None
+    view = memoryview(buf)
+    assert view.nbytes == 0 and bytes(view) == b""
+    view.release()
+    copy = buf.copy_to()
+    assert copy.size == 0 and copy.handle == 0 and copy.memory_resource == mr
+    assert mr.stats()["n_buffers"] == 3
+    copy.close()
+    with buf:
+        pass
+    assert buf.closed
+    buf.close()
+    assert mr.stats()["n_buffers"] == 1 and mr.stats()["used_current"] == 100
+    full.close()
+    assert mr.stats()["n_buffers"] == 0
+
+
 def test_fill_read_write(host):
     buf = host.allocate(16)
     buf.fill(0xAB)

@@ -225,6 +225,132 @@ def test_cupy_use_refused_restores_environment(previous, monkeypatch):
     assert os.environ.get("MEMRES_ALLOCATOR_RESOURCE") == previous
 
 
+class FakeCFunctionAllocator:
+    """cupy.cuda.memory.CFunctionAllocator: records its arguments; malloc() returns a
+    MemoryPointer-like object at the next address of ptrs (0: CuPy's NULL)."""
+
+    def __init__(self, param, malloc, free, owner):
+        self.args = (param, malloc, free, owner)
+        self.ptrs = []
+
+    def malloc(self, size):
+        import types
+
+        return types.SimpleNamespace(ptr=self.ptrs.pop(0), size=size)
+
+
+def check_cupy_malloc(malloc, cupy, param, malloc_address, free_address, owner):
+    """What memres.cupy.use() and memres_interop's Allocator.cupy_allocator() give CuPy: the
+    CFunctionAllocator over the shim's two functions, and the NULL check CuPy does not make."""
+    cfa = malloc.c_function_allocator
+    assert isinstance(cfa, FakeCFunctionAllocator)
+    assert cfa.args == (param, malloc_address, free_address, owner)
+    assert malloc_address and free_address and malloc_address != free_address
+    cfa.ptrs = [0x7000, 0, 0]
+    assert malloc(256).ptr == 0x7000
+    with pytest.raises(cupy.cuda.memory.OutOfMemoryError) as info:
+        malloc(256)
+    assert info.value.args == (256, -1)
+    assert malloc(0).ptr == 0  # CuPy's empty arrays: NULL is fine
+    assert cfa.ptrs == []
+
+
+class FakeCupyOOM(MemoryError):
+    pass
+
+
+def test_cupy_use_checks_null(monkeypatch):
+    """memres.cupy.use() installs the CuPy allocator of memres_interop (shipped in the package):
+    a NULL for 1 byte or more is CuPy's OutOfMemoryError."""
+    import memres.cupy
+
+    installed = fake_frameworks(monkeypatch)
+    memory = sys.modules["cupy"].cuda.memory
+    memory.CFunctionAllocator, memory.OutOfMemoryError = FakeCFunctionAllocator, FakeCupyOOM
+    monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+    alloc = memres.cupy.use(stream=0x42)
+    assert installed == [alloc.malloc]
+    check_cupy_malloc(alloc.malloc, sys.modules["cupy"], 0x42, alloc.address("memres_cupy_malloc"),
+                      alloc.address("memres_cupy_free"), alloc)
+    assert memres.cupy.memres_interop.__file__ == os.path.join(
+        os.path.dirname(memres.__file__), "memres_interop.py")
+
+
+INTEROP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                           "interop")
+
+
+def test_interop_cupy_allocator(monkeypatch):
+    """memres_interop (the ctypes recipe, from its own directory as share/memres-2/python holds
+    it) gives the same CuPy allocator through Allocator().cupy_allocator(cupy), without the
+    package: importing it loads no memres module."""
+    fake_frameworks(monkeypatch)
+    cupy = sys.modules["cupy"]
+    cupy.cuda.memory.CFunctionAllocator = FakeCFunctionAllocator
+    cupy.cuda.memory.OutOfMemoryError = FakeCupyOOM
+    spec = importlib.util.spec_from_file_location(
+        "memres_interop_alone", os.path.join(INTEROP_DIR, "memres_interop.py"))
+    interop = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(interop)
+    lib = interop.Allocator()
+    for param in (0, 0x42):
+        check_cupy_malloc(lib.cupy_allocator(cupy, param), cupy, param,
+                          lib.fn_address("memres_cupy_malloc"),
+                          lib.fn_address("memres_cupy_free"), lib)
+    out = run("import sys; sys.path.insert(0, %r); import memres_interop; "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'memres'))"
+              % INTEROP_DIR)
+    assert out.strip() == "[]"
+
+
+def test_import_keeps_ctypes_pythonapi():
+    """Importing memres.cupy (and so memres_interop) leaves ctypes.pythonapi's prototypes as
+    the program set them: memres_interop declares its capsule calls on a handle of its own (it
+    set PyCapsule_New's restype to py_object for every user of ctypes.pythonapi)."""
+    out = run("import ctypes\n"
+              "api = ctypes.pythonapi\n"
+              "api.PyCapsule_New.restype = ctypes.c_void_p\n"
+              "before = [(f.restype, f.argtypes) for f in (api.PyCapsule_New, api.PyCapsule_IsValid,"
+              " api.PyCapsule_GetPointer, api.PyCapsule_SetName)]\n"
+              "import memres.cupy\n"
+              "assert memres.cupy.memres_interop.capsule_from_tensor\n"
+              "after = [(f.restype, f.argtypes) for f in (api.PyCapsule_New, api.PyCapsule_IsValid,"
+              " api.PyCapsule_GetPointer, api.PyCapsule_SetName)]\n"
+              "print(before == after, after[0][0].__name__)\n")
+    assert out.split() == ["True", "c_void_p"]
+
+
+def test_interop_capsules():
+    """memres_interop's capsule calls on their own prototypes: a tensor taken out of its capsule
+    (renamed used_..., taken twice refused), and one nobody took deleted with its capsule."""
+    import ctypes
+    import gc
+
+    from memres import memres_interop as interop
+
+    deleted = []
+
+    @interop.DELETER
+    def deleter(tensor):
+        deleted.append(ctypes.addressof(tensor.contents))
+
+    tensors = [interop.DLManagedTensorVersioned() for _ in range(2)]
+    for t in tensors:
+        t.deleter = deleter
+    taken = interop.capsule_from_tensor(ctypes.addressof(tensors[0]))
+    assert "dltensor_versioned" in repr(taken)
+    t = interop.tensor_from_capsule(taken)
+    assert ctypes.addressof(t.contents) == ctypes.addressof(tensors[0])
+    assert "used_dltensor_versioned" in repr(taken)
+    with pytest.raises(ValueError, match="not an unused"):
+        interop.tensor_from_capsule(taken)
+    del taken
+    dropped = interop.capsule_from_tensor(ctypes.addressof(tensors[1]))
+    del dropped
+    gc.collect()
+    assert deleted == [ctypes.addressof(tensors[1])]
+
+
 def test_use_keeps_the_frameworks_own_import_error(monkeypatch):
     """A torch that is installed but fails to import (a library of its own missing) keeps its
     own error: only a torch that is not there is reported as not installed."""
