@@ -101,11 +101,17 @@ typedef struct
   char *title;
   char *unit;      /* of every summary: "ns/pair", "ns/op", "ns/grow", "ns/copy" */
   char *raw_desc;  /* what the raw variant does, in driver calls */
+  char *note;      /* what a reader must know about the whole section (the machine), or NULL */
   GPtrArray *rows; /* BenchRow* */
 } BenchSection;
 
 /* bench-measure.c */
 gint64 bench_now_ns (void);
+/* The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), ns: a calibration on a loaded machine
+ * that does not count the time the thread was preempted. */
+gint64 bench_thread_cpu_ns (void);
+/* The median of @v's @n values (sorted in place), NAN for none. */
+gdouble bench_median (gdouble *v, guint n);
 gboolean bench_measure (const BenchContext *ctx, const char *what, const BenchVariant *variants,
                         guint n_variants, guint64 units, BenchRow *row, GError **error);
 void bench_progress (const BenchContext *ctx, const char *format, ...) G_GNUC_PRINTF (2, 3);
@@ -141,6 +147,11 @@ BenchSection *bench_run_threads (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_thread_pairs (BenchContext *ctx, BenchRaw *raw, gsize size);
 BenchSection *bench_run_alternating (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_core (BenchContext *ctx, const char *base_spec);
+
+/* bench-ceiling.c: the control of (k), a loop that shares nothing, and the CPUs it runs on. */
+guint64 bench_ceiling_run (guint rounds, guint64 units);
+guint bench_ceiling_calibrate (gdouble unit_ns, gdouble *unit_ns_out);
+char *bench_cpu_topology (void);
 
 /* bench-vmm-grow.c: section (d). */
 BenchSection *bench_run_vmm_grow (BenchContext *ctx);

@@ -10,6 +10,7 @@
  * (raw against raw, measured so, came out anywhere from 0.84 to 1.04). */
 #include "bench-common.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -19,6 +20,15 @@ bench_now_ns (void)
   struct timespec ts;
 
   clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (gint64) ts.tv_sec * G_GINT64_CONSTANT (1000000000) + ts.tv_nsec;
+}
+
+gint64
+bench_thread_cpu_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
   return (gint64) ts.tv_sec * G_GINT64_CONSTANT (1000000000) + ts.tv_nsec;
 }
 
@@ -83,6 +93,16 @@ quantile (const gdouble *v, guint n, gdouble q)
   return v[lo] + frac * (v[lo + 1] - v[lo]);
 }
 
+/* The median of @v's @n values (sorted in place), NAN for none. */
+gdouble
+bench_median (gdouble *v, guint n)
+{
+  if (n == 0)
+    return NAN;
+  qsort (v, n, sizeof (gdouble), compare_doubles);
+  return quantile (v, n, 0.5);
+}
+
 static void
 summarize (gdouble *samples, guint n, guint64 iterations, BenchSummary *out)
 {
@@ -138,7 +158,8 @@ run_variant (const BenchVariant *v, guint64 iterations, gint64 *elapsed, GError 
  * @row: receives one summary per variant, in ns per unit
  * @error: return location for a #GError: the first failing variant's error
  *
- * Calibrates, warms up (excluded), then measures R repetitions of each variant's own N
+ * Calibrates, warms up (excluded; a warm-up run shorter than half the target refines N and
+ * runs again, up to 5 runs), then measures R repetitions of each variant's own N
  * iterations (each lasting about the target time),
  * interleaved and alternating the order. R shrinks (to at least 3) when the row would exceed
  * the row budget. A row that would start after the deadline (--time-limit) is skipped with
@@ -188,11 +209,19 @@ bench_measure (const BenchContext *ctx, const char *what, const BenchVariant *va
    * the count once more. */
   for (v = 0; v < n_variants; v++)
     {
-      iters[v]
-          = (guint64) CLAMP (target / per_iter[v], 1, (gdouble) (G_GUINT64_CONSTANT (1) << 32));
-      if (!run_variant (&variants[v], iters[v], &elapsed, error))
-        return FALSE;
-      per_iter[v] = (gdouble) elapsed / iters[v];
+      /* a run of less than half the target (a cost per iteration still overstated: first-use
+       * costs in the calibration, or a fixed cost a run pays whatever its count) is refined
+       * again, at most 4 times more */
+      for (guint k = 0; k < 5; k++)
+        {
+          iters[v]
+              = (guint64) CLAMP (target / per_iter[v], 1, (gdouble) (G_GUINT64_CONSTANT (1) << 32));
+          if (!run_variant (&variants[v], iters[v], &elapsed, error))
+            return FALSE;
+          per_iter[v] = (gdouble) elapsed / iters[v];
+          if (elapsed >= target / 2 || iters[v] >= (G_GUINT64_CONSTANT (1) << 32))
+            break;
+        }
       iters[v]
           = (guint64) CLAMP (target / per_iter[v], 1, (gdouble) (G_GUINT64_CONSTANT (1) << 32));
       rep_cost += per_iter[v] * iters[v];

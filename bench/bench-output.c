@@ -44,6 +44,7 @@ bench_section_free (BenchSection *section)
   g_free (section->title);
   g_free (section->unit);
   g_free (section->raw_desc);
+  g_free (section->note);
   g_free (section);
 }
 
@@ -145,6 +146,8 @@ print_section (const BenchContext *ctx, const BenchSection *section, FILE *out)
     return;
   d = section_display (ctx, section, g_ptr_array_index (section->rows, 0));
   fprintf (out, "\n%s [%s, median [IQR]]\n  raw: %s\n", section->title, d.unit, section->raw_desc);
+  if (section->note != NULL)
+    fprintf (out, "  (%s)\n", section->note);
   for (guint i = 0; i < section->rows->len; i++)
     {
       const BenchRow *row = g_ptr_array_index (section->rows, i);
@@ -314,6 +317,8 @@ json_section (GString *s, const BenchSection *section)
   json_string (s, section->unit);
   g_string_append (s, ",\"raw\":");
   json_string (s, section->raw_desc);
+  g_string_append (s, ",\"note\":");
+  json_string (s, section->note);
   g_string_append (s, ",\"rows\":[");
   for (guint i = 0; i < section->rows->len; i++)
     {
