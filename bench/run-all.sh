@@ -113,7 +113,7 @@ if has_kind managed; then
   step managed 20 "$bench" $quick --json --spec managed --pairs
 fi
 if has_kind cache; then
-  step cache 70 "$bench" $quick --json --spec 'cache>dmr' --pairs --sizes 256,4KiB,64KiB,1MiB,16MiB \
+  step cache 100 "$bench" $quick --json --spec 'cache>dmr' --pairs --sizes 256,4KiB,64KiB,1MiB,16MiB \
     --random --thread-pairs --alternating
   step cache_host 20 "$bench" $quick --json --spec 'cache>host' --pairs --core --core-base host \
     --sizes 256,4KiB,64KiB,1MiB,16MiB
@@ -128,9 +128,10 @@ if has_kind cache; then
     "bench/torch-bench.sh $quick BUILD" >>"$work/steps.tsv"
 fi
 # the arena (issue 38, target 5): pairs at the sizes its classes serve and above, the random
-# workload's peak reserved against its peak used, pairs on 1-16 threads
+# workload's peak reserved against its peak used, pairs on 1-16 threads (with the ceiling, three
+# variants of repetitions of at least 100 ms: about 30 s of the step)
 if has_kind arena; then
-  step arena 40 "$bench" $quick --json --spec arena --pairs --sizes 256,4KiB,64KiB,1MiB,16MiB \
+  step arena 70 "$bench" $quick --json --spec arena --pairs --sizes 256,4KiB,64KiB,1MiB,16MiB \
     --random --thread-pairs
 fi
 if command -v "$python" >/dev/null; then
