@@ -44,6 +44,11 @@ typedef enum
   PAIR_CEILING, /* bench-ceiling.c: a loop of the pair's length that shares nothing */
 } PairVariant;
 
+/* One worker's state, in 128 bytes of its own (the pair of lines x86's adjacent-line
+ * prefetcher fetches together): its loop reads it at every pair, and a neighbour's end of a
+ * repetition (@finished_ns) would otherwise take the line away from it (bench/pair-lines.py
+ * --bench found the array's lines shared by two threads each). bench/pair-lines.c's BenchState
+ * copies this layout for that check: change both together. */
 typedef struct
 {
   PairThreads *run;
@@ -53,7 +58,7 @@ typedef struct
   gint64 finished_ns;
   guint64 sink; /* the ceiling loop's result, kept */
   GError *error;
-} PairThread;
+} __attribute__ ((aligned (128))) PairThread;
 
 struct _PairThreads
 {
@@ -412,7 +417,7 @@ bench_run_thread_pairs (BenchContext *ctx, BenchRaw *raw, gsize size)
           bench_row_set_error (row, error);
           continue;
         }
-      run.jobs = g_new0 (PairThread, n);
+      run.jobs = g_aligned_alloc0 (n, sizeof (PairThread), 128);
       run.ceiling_rounds = rounds;
       for (guint t = 0; t < n; t++)
         {
@@ -433,7 +438,7 @@ bench_run_thread_pairs (BenchContext *ctx, BenchRaw *raw, gsize size)
             "threads' ends spread over %.1f%% of the memres wall (median)",
             100 * median_of_last (run.memres_spread, row->summaries[0].repetitions));
       pair_threads_stop (&run);
-      g_free (run.jobs);
+      g_aligned_free (run.jobs);
     }
   note_scaling (section);
   for (guint i = 0; i < n_streams; i++)

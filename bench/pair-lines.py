@@ -14,6 +14,11 @@ refcount, false sharing of neighbouring per-thread data). Instructions, not time
 
     bench/pair-lines.py --build build --spec arena --size 4096 --threads 2
 
+`--bench`: the threads set up and looping as memres-bench's --thread-pairs workers (pair-lines.c
+says how: the context made current on each, the bench's per-thread state in one array, each
+thread's pairs in 5 repetitions ended by a stream synchronization and a clock read); what the
+bench does once a repetition is then in the traced window, counted per pair.
+
 Exit 0; prints a Markdown report (`--json`: the figures). With `--fail-on-shared`, exit 1 when
 any line is shared (a check for CI or a bisect).
 """
@@ -98,7 +103,7 @@ def resolve(maps, addrs):
     return out
 
 
-def trace(exe, build, spec, size, warm, n, threads, line_bytes, tmp):
+def trace(exe, build, spec, size, warm, n, threads, line_bytes, tmp, bench=False):
     env = dict(os.environ, MEMRES_PLUGIN_PATH=plugin_path(build))
     env.pop("MEMRES_CUDA_DRIVER", None)
     if "host" not in spec.split(">")[-1]:
@@ -106,7 +111,7 @@ def trace(exe, build, spec, size, warm, n, threads, line_bytes, tmp):
     log = os.path.join(tmp, "lackey.txt")
     cmd = ["valgrind", "--tool=lackey", "--trace-mem=yes", "--log-file=" + log, exe,
            os.path.join(build, "core", "libmemres.so"), spec, str(size), str(warm), str(n),
-           str(threads)]
+           str(threads)] + (["bench"] if bench else [])
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit(f"pair-lines: {' '.join(cmd)} failed: {res.stderr[-2000:]}")
@@ -165,16 +170,19 @@ def main():
     ap.add_argument("--line", type=int, default=64,
                     help="bytes of a line (64; 128: the pairs x86's adjacent-line prefetcher "
                     "fetches together)")
+    ap.add_argument("--bench", action="store_true",
+                    help="set up and loop as memres-bench --thread-pairs does")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--fail-on-shared", action="store_true")
     ns = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         exe = compile_driver(tmp)
         maps, stores, touched, written, instrs = trace(exe, ns.build, ns.spec, ns.size, ns.warm,
-                                                       ns.n, ns.threads, ns.line, tmp)
-    ips = {ip for s in stores for ip, _ in s} | {ip for t in touched for v in t.values()
-                                                 for ip in v}
-    where = resolve(maps, ips)
+                                                       ns.n, ns.threads, ns.line, tmp,
+                                                       ns.bench)
+        ips = {ip for s in stores for ip, _ in s} | {ip for t in touched for v in t.values()
+                                                     for ip in v}
+        where = resolve(maps, ips)  # while the driver's binary exists: its lines too
     # shared: a line written in one phase and touched in another
     shared = {}
     for a in range(ns.threads):
@@ -195,7 +203,7 @@ def main():
         lines_of[where[ip]].add(ln)
     per_pair = sum(stores[last].values()) / ns.n
     if ns.json:
-        json.dump({"spec": ns.spec, "size": ns.size, "threads": ns.threads,
+        json.dump({"spec": ns.spec, "size": ns.size, "threads": ns.threads, "bench": ns.bench,
                    "instructions_per_pair": [i / ns.n for i in instrs],
                    "stores_per_pair": per_pair,
                    "stores": {k: v / ns.n for k, v in by_source.items()},
@@ -206,7 +214,7 @@ def main():
         print()
     else:
         print(f"`{ns.spec}`, {ns.size} B, {ns.threads} threads, {ns.n} pairs each after "
-              f"{ns.warm}: instructions per pair (traced, the loop's included) "
+              f"{ns.warm}{' (as memres-bench --thread-pairs)' if ns.bench else ''}: instructions per pair (traced, the loop's included) "
               + ", ".join(f"{i / ns.n:g}" for i in instrs))
         print(f"\nstores per pair of thread {last} outside its stack and TLS: {per_pair:g}\n")
         print("| stores / pair | lines | where (innermost frame < callers) |")
