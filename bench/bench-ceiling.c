@@ -12,6 +12,7 @@
 #include "bench-common.h"
 
 #include <sched.h>
+#include <string.h>
 #include <unistd.h>
 
 #define CEILING_NODES 16
@@ -199,12 +200,29 @@ sibling_sets (guint *n_cores)
   return g_string_free (g_steal_pointer (&out), FALSE);
 }
 
+/* The first "model name" of /proc/cpuinfo, or NULL. */
+static char *
+cpu_model (void)
+{
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+
+  if (!g_file_get_contents ("/proc/cpuinfo", &text, NULL, NULL))
+    return NULL;
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    if (g_str_has_prefix (lines[i], "model name") && strchr (lines[i], ':') != NULL)
+      return g_strdup (g_strstrip (strchr (lines[i], ':') + 1));
+  return NULL;
+}
+
 /**
  * bench_cpu_topology:
  *
- * What the bench sees of the machine's CPUs: online CPUs (sysconf), those the process may run
- * on (sched_getaffinity), and the distinct thread_siblings_list sets of sysfs (physical cores;
- * fewer sets than CPUs means SMT siblings: two workers may share a core).
+ * What the bench sees of the machine's CPUs: the model, online CPUs (sysconf), those the
+ * process may run on (sched_getaffinity), and the distinct thread_siblings_list sets of sysfs
+ * (physical cores as the kernel sees them; fewer sets than CPUs means SMT siblings: two
+ * workers may share a core; a VM may hide SMT the host has).
  *
  * Returns: (transfer full): one line of text
  */
@@ -216,14 +234,16 @@ bench_cpu_topology (void)
   int n_allowed = sched_getaffinity (0, sizeof allowed, &allowed) == 0 ? CPU_COUNT (&allowed) : -1;
   guint n_cores = 0;
   g_autofree char *sets = sibling_sets (&n_cores);
+  g_autofree char *model = cpu_model ();
 
   if (sets == NULL)
-    return g_strdup_printf ("CPUs: %ld online, %d this process may use; thread_siblings_list "
-                            "unreadable (cores and SMT unknown)",
-                            online, n_allowed);
-  return g_strdup_printf (
-      "CPUs: %ld online, %d this process may use; %u distinct "
-      "thread_siblings_list sets (%s): %s",
-      online, n_allowed, n_cores,
-      online > (long) n_cores ? "SMT: workers may share a core" : "one CPU a core, no SMT", sets);
+    return g_strdup_printf ("CPUs (%s): %ld online, %d this process may use; "
+                            "thread_siblings_list unreadable (cores and SMT unknown)",
+                            model ? model : "model unknown", online, n_allowed);
+  return g_strdup_printf ("CPUs (%s): %ld online, %d this process may use; %u distinct "
+                          "thread_siblings_list sets (%s): %s",
+                          model ? model : "model unknown", online, n_allowed, n_cores,
+                          online > (long) n_cores ? "SMT: workers may share a core"
+                                                  : "no SMT visible; a VM may hide it",
+                          sets);
 }
