@@ -100,8 +100,9 @@ pairs (void *stream, long count, void **error)
     }
 }
 
-/* @count pairs as the bench's loop runs them: in BENCH_REPS repetitions, each ended by a
- * stream synchronization and the clock stored in the thread's state */
+/* @count pairs as the bench's loop (pairs_loop()) runs them: the size, the stream and the error
+ * location read from the thread's state at every pair, in BENCH_REPS repetitions, each ended
+ * by a stream synchronization and the clock stored in the thread's state */
 static void
 bench_pairs (BenchState *state, long count)
 {
@@ -109,7 +110,17 @@ bench_pairs (BenchState *state, long count)
     {
       struct timespec ts;
 
-      pairs (state->stream, count / BENCH_REPS + (r < count % BENCH_REPS), &state->error);
+      for (long i = 0; i < count / BENCH_REPS + (r < count % BENCH_REPS); i++)
+        {
+          void *buf = allocate (mr, state->size, state->stream, &state->error);
+
+          if (buf == NULL || !close_ (buf, state->stream, &state->error))
+            {
+              fprintf (stderr, PROGRAM ": a pair failed\n");
+              exit (1);
+            }
+          unref (buf);
+        }
       if (stream_sync != NULL && stream_sync (state->stream) != 0)
         {
           fprintf (stderr, PROGRAM ": cuStreamSynchronize failed\n");
