@@ -21,7 +21,8 @@
  * holding all of it, or none: nesting is resolved when the slot is written, so a reader never
  * walks parents. A lookup is then a fixed chain of loads, whatever the number of segments: the
  * node, the slot, and only for runs the record and the entry. The direct case (a slot that is one
- * segment, told from every other kind of slot by one test of its tag bits) runs straight through
+ * segment, told from every other kind of slot by the sign of one word, its negated base, which
+ * also gives the offset) runs straight through
  * memres_lookup() with no taken branch and no register saved, its answer copied out of the slot's
  * line: the flat table's entry, then the slot, two dependent loads. Where segments nest (a cache's
  * chunk inside a `vmm` buffer), the innermost is the shortest holding the address, and of equal
@@ -100,13 +101,21 @@ G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresIndexEntry, length) == LENGTH_WORD * 8);
  * of its segments tagged SLOT_FEW (up to three runs, in @w: the starts of the second and third,
  * G_MAXUINT64 where there is none, then the segment of each, or 0; where the slot has one segment
  * only, that segment's entry tagged SLOT_FEW | SLOT_ONE instead of a set: readers read neither),
- * a Runs record tagged SLOT_RUNS, or SLOT_NONE. */
+ * a Runs record tagged SLOT_RUNS, or SLOT_NONE. @neg_base is the readers' test of the first kind
+ * and their offset in one word: where @v is an entry's address, 0 less the entry's base (as a
+ * signed number, negative: a segment of the first kind has a base from 1 to 2^63, NEG_BASE_OK;
+ * one outside is written as SLOT_FEW | SLOT_ONE with one run); for every other kind 0. So a
+ * reader's one load and sign test tells the direct case, and its address plus the word is the
+ * offset, with no load of the base and no test of @v's tag bits. */
 typedef struct
 {
   guint64 w[ANSWER_WORDS];
   guintptr v;
-  guint64 unused;
+  guint64 neg_base;
 } Slot;
+
+/* whether a segment at @base may be a slot's one answer: its negated base is negative */
+#define NEG_BASE_OK(base) ((gint64) (0 - (guint64) (base)) < 0)
 
 G_STATIC_ASSERT (sizeof (Slot) == 64);
 

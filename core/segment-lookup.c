@@ -29,7 +29,7 @@ Dir *_memres_index_dir;
 /* The readers' rule. A reader takes no lock: it reads _memres_index_seq.done (acquire), then
  * words a writer may be rewriting meanwhile (relaxed atomic loads, or plain loads where a value is
  * only tested or copied, so that the compiler folds the load into the instruction that uses it:
- * the answer's three 16-byte loads, the direct path's test of a slot's tag bits), then, after an
+ * the answer's three 16-byte loads, the direct path's slot neg_base), then, after an
  * acquire fence, checks that _memres_index_seq.begun equals what it read (seq_still(), a plain
  * load folded into the compare): only then is what it read one state of the index. So a pointer
  * read from such a word is followed before that check only where every value the word can ever hold
@@ -45,8 +45,10 @@ Dir *_memres_index_dir;
  *   slot's own words); SLOT_RUNS, a Runs record, reused only for records of the same capacity and
  *   never freed, so its cap and its 2 * cap words are always there; SLOT_FEW, nothing followed
  *   (the runs are the slot's own words). lookup_page() and lookup_region() follow a Runs pointer
- *   at once, from an acquire load of v (lookup_page()'s first, plain test of v follows nothing:
- *   it only sends the direct case to its answer).
+ *   at once, from an acquire load of v, made after their plain load of the slot's neg_base sent
+ *   the direct case to its answer (neg_base is a number, never followed; a v with no tag read
+ *   there is a writer's change between the two loads, and it goes where the sequence is checked
+ *   before anything is followed: lookup_few()).
  * Every other pointer is read from words that hold other things in other states, and is followed
  * only after seq_still() (a retry from the start when the index changed):
  * - a SLOT_FEW slot's run entries (lookup_few()): those words hold a direct slot's answer bytes
@@ -119,6 +121,25 @@ lookup_answer (const guint64 *w, guint64 addr, MemresLookupInfo *info, guint64 s
   return TRUE;
 }
 
+/* lookup_answer() of a direct slot's words @w, whose negated base @neg_base (the slot's, read
+ * before) gives the offset with no load of the base: the direct path's answer. */
+static inline __attribute__ ((always_inline)) gboolean
+lookup_direct (const guint64 *w, guint64 neg_base, guint64 addr, MemresLookupInfo *info,
+               guint64 seq)
+{
+  AnswerPart a0 = ((const AnswerPart *) w)[0];
+  AnswerPart a1 = ((const AnswerPart *) w)[1];
+  AnswerPart a2 = ((const AnswerPart *) w)[2];
+
+  if (G_UNLIKELY (!seq_still (seq)))
+    return lookup_retry (addr, info);
+  ((AnswerPart *) info)[0] = a0;
+  ((AnswerPart *) info)[1] = a1;
+  ((AnswerPart *) info)[2] = a2;
+  info->offset = addr + neg_base;
+  return TRUE;
+}
+
 /* No segment holds @addr at sequence number @seq: %FALSE, or the whole lookup again when a
  * writer changed the index meanwhile. */
 G_GNUC_NO_INLINE __attribute__ ((cold)) static gboolean
@@ -188,10 +209,12 @@ G_GNUC_NO_INLINE static gboolean
 lookup_region (guint64 addr, MemresLookupInfo *info, guint64 seq, const Node *node)
 {
   const Slot *s = &node->region[(addr >> REGION_SHIFT) & (NODE_REGIONS - 1)];
-  guintptr v = LOAD_ACQUIRE (&s->v);
+  guint64 neg_base = s->neg_base;
+  guintptr v;
 
-  if (G_LIKELY (!(v & SLOT_TAGS)))
-    return lookup_answer (s->w, addr, info, seq);
+  if (G_LIKELY ((gint64) neg_base < 0))
+    return lookup_direct (s->w, neg_base, addr, info, seq);
+  v = LOAD_ACQUIRE (&s->v);
   if (!(v & SLOT_RUNS))
     return lookup_few (s, addr, info, seq);
   if (v == SLOT_NONE)
@@ -216,13 +239,17 @@ lookup_page_rest (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v,
 static inline __attribute__ ((always_inline)) gboolean
 lookup_page (const Slot *s, const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
+  guint64 neg_base = s->neg_base;
   guintptr v;
 
-  /* the direct path tests the tag bits with a plain load, one instruction with the test; the
-   * other kinds read @v again (acquire, to follow a runs record at once): a value that changed
-   * between the two reads was a writer's, and the sequence check after sends the lookup back */
-  if (ALMOST_ALWAYS (!(s->v & SLOT_TAGS)))
-    return lookup_answer (s->w, addr, info, seq);
+  /* the direct path: one plain load of the negated base, its sign test (one instruction fused
+   * with the branch) and its sum with the address, the offset. The other kinds read @v
+   * (acquire, to follow a runs record at once); a @v that is an entry's address there (the
+   * direct kind, no tag bits) was a writer's change between the two reads: lookup_few() reads
+   * its answer bytes as runs, and its sequence check sends the lookup back before it follows
+   * one (the readers' rule, above) */
+  if (ALMOST_ALWAYS ((gint64) neg_base < 0))
+    return lookup_direct (s->w, neg_base, addr, info, seq);
   v = LOAD_ACQUIRE (&s->v);
   if (G_LIKELY (!(v & SLOT_RUNS))) /* SLOT_FEW: neither runs nor SLOT_NONE */
     return lookup_few (s, addr, info, seq);

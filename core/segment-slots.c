@@ -318,16 +318,39 @@ slot_release (guintptr old)
     runs_free ((Runs *) (old - SLOT_RUNS));
 }
 
-/* Slot @s made to hold @e alone, its answer copied in (inside a write; whatever it held is the
- * caller's to release). */
+/* Slot @s made to hold @v, a value of any kind but an entry's address (inside a write; its words
+ * written before): the readers' direct test made to fail first. */
+static inline void
+slot_publish (Slot *s, guintptr v)
+{
+  STORE (&s->neg_base, 0);
+  PUBLISH (&s->v, v);
+}
+
+/* Slot @s made to hold @e alone, which covers its unit (inside a write; whatever it held is the
+ * caller's to release): its answer copied in and its negated base beside it; or, for a base
+ * whose negation is not negative (0, above 2^63: NEG_BASE_OK), one run of @e over the whole unit
+ * (SLOT_FEW | SLOT_ONE), which the readers take the long way. */
 static inline void
 slot_direct (Slot *s, const MemresIndexEntry *e)
 {
   guint64 w[ANSWER_WORDS];
 
+  if (G_UNLIKELY (!NEG_BASE_OK (e->base)))
+    {
+      for (guint i = 0; i < FEW_RUNS; i++)
+        {
+          if (i > 0)
+            STORE (&s->w[FEW_START (i)], G_MAXUINT64);
+          STORE (&s->w[FEW_ENTRY (i)], i == 0 ? (guint64) (guintptr) e : 0);
+        }
+      slot_publish (s, (guintptr) e | SLOT_FEW | SLOT_ONE);
+      return;
+    }
   memcpy (w, e, sizeof w);
   for (guint i = 0; i < ANSWER_WORDS; i++)
     STORE (&s->w[i], w[i]);
+  STORE (&s->neg_base, 0 - e->base);
   PUBLISH (&s->v, (guintptr) e);
 }
 
@@ -396,7 +419,7 @@ slot_write (Slot *s, GPtrArray *set, const GPtrArray *cut, guint64 first, guint6
           v = (guintptr) r | SLOT_RUNS;
         }
     }
-  PUBLISH (&s->v, v);
+  slot_publish (s, v);
   slot_release (old);
 }
 
@@ -498,7 +521,7 @@ slot_one (Slot *s, MemresIndexEntry *e, guint64 first, guint64 last)
         STORE (&s->w[FEW_START (i)], i < n ? start[i] : G_MAXUINT64);
       STORE (&s->w[FEW_ENTRY (i)], i < n ? (guint64) (guintptr) run[i] : 0);
     }
-  PUBLISH (&s->v, (guintptr) e | SLOT_FEW | SLOT_ONE);
+  slot_publish (s, (guintptr) e | SLOT_FEW | SLOT_ONE);
   slot_release (old);
 }
 
@@ -531,7 +554,7 @@ unit_update_alone (Level l, guint64 k, MemresIndexEntry *e, gboolean add)
     slot_one (s, e, first, last);
   else if (!add && slot_alone (v, e))
     {
-      PUBLISH (&s->v, SLOT_NONE);
+      slot_publish (s, SLOT_NONE);
       slot_release (v);
     }
   else
@@ -586,7 +609,7 @@ _memres_index_slots_swap (Node *node, Level l, guint64 k, gsize n, MemresIndexEn
           if (add)
             slot_direct (&s[i], e);
           else
-            PUBLISH (&s[i].v, SLOT_NONE);
+            slot_publish (&s[i], SLOT_NONE);
           if (l == PAGES)
             page_mark (node, (k + i) & (NODE_PAGES - 1), add);
         }
