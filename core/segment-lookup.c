@@ -21,7 +21,7 @@
 #include "segment-index-layout.h"
 
 IndexSeq _memres_index_seq __attribute__ ((aligned (64)));
-guintptr _memres_index_top[1u << TOP_BITS];
+IndexFlat _memres_index_flat __attribute__ ((aligned (64)));
 Dir *_memres_index_dir;
 
 /* ---- the readers ---------------------------------------------------------------------------- */
@@ -34,8 +34,12 @@ Dir *_memres_index_dir;
  * load folded into the compare): only then is what it read one state of the index. So a pointer
  * read from such a word is followed before that check only where every value the word can ever hold
  * is a valid pointer, of the one type the reader takes it for, to memory that is never freed:
- * - _memres_index_top[gib]: 0, or a node's biased address, set once and never changed;
- *   nodes are never freed. lookup_at() follows it at once.
+ * - _memres_index_flat.top[gib]: 0 (the empty node, never written), or a node's address
+ *   relative to the empty node, set once and never changed; nodes are never freed. lookup_at()
+ *   follows it at once, read with a plain load that GCC folds into the add of the page's place:
+ *   the slot's loads depend on its value by their address, which orders them after it (x86-64's
+ *   loads are not reordered; arm64 and POWER keep address-dependent loads in order), and the
+ *   node's words were written before the release store that published it.
  * - _memres_index_dir: NULL, or a hash table; a table replaced by a bigger one is kept
  *   (retired_dirs), and its bits, shift and mask are set before it is published. A bucket's
  *   node is read only after its key matched (acquire): the node is published before the key,
@@ -203,12 +207,11 @@ lookup_runs (guint64 addr, MemresLookupInfo *info, guint64 seq, const Runs *r)
   return lookup_run_entry (e, addr, info, seq);
 }
 
-/* The rest of a lookup whose page slot holds no fine segment: the slot of its region in @node
- * (the coarse segments), of the same kinds as a page's. */
+/* The rest of a lookup whose page slot holds no fine segment: @s, the slot of its region (the
+ * coarse segments), of the same kinds as a page's. */
 G_GNUC_NO_INLINE static gboolean
-lookup_region (guint64 addr, MemresLookupInfo *info, guint64 seq, const Node *node)
+lookup_region (guint64 addr, MemresLookupInfo *info, guint64 seq, const Slot *s)
 {
-  const Slot *s = &node->region[(addr >> REGION_SHIFT) & (NODE_REGIONS - 1)];
   guint64 neg_base = s->neg_base;
   guintptr v;
 
@@ -222,22 +225,28 @@ lookup_region (guint64 addr, MemresLookupInfo *info, guint64 seq, const Node *no
   return lookup_runs (addr, info, seq, (const Runs *) (v - SLOT_RUNS));
 }
 
-/* The rest of a lookup whose page slot value @v (of @node) is runs or SLOT_NONE. */
+/* The rest of a lookup whose page slot @s has the value @v, runs or SLOT_NONE. The region's slot
+ * is found from the page's with no load: the node's page slots, then its region slots. */
 G_GNUC_NO_INLINE static gboolean
-lookup_page_rest (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v, const Node *node)
+lookup_page_rest (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v, const Slot *s)
 {
+  G_STATIC_ASSERT (G_STRUCT_OFFSET (Node, region) == NODE_PAGES * sizeof (Slot));
   if (v == SLOT_NONE)
-    return lookup_region (addr, info, seq, node);
+    {
+      guint64 page = (addr >> PAGE_SHIFT) & (NODE_PAGES - 1);
+
+      return lookup_region (addr, info, seq, s + NODE_PAGES - page + (page >> REGION_PAGES_SHIFT));
+    }
   return lookup_runs (addr, info, seq, (const Runs *) (v - SLOT_RUNS));
 }
 
-/* The rest of a lookup at sequence number @seq from @s, the slot of @addr's page in @node: the
+/* The rest of a lookup at sequence number @seq from @s, the slot of @addr's page in its node: the
  * answer in @info (untouched when there is none), or the whole lookup again when a writer changed
  * the index meanwhile. The direct path (a slot that is one segment, its answer in the slot's own
  * line) falls through every branch and saves no register; up to three runs are worked out beside
  * it, the rest (more runs, the region's slot, a writer seen) in functions of their own. */
 static inline __attribute__ ((always_inline)) gboolean
-lookup_page (const Slot *s, const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
+lookup_page (const Slot *s, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
   guint64 neg_base = s->neg_base;
   guintptr v;
@@ -253,7 +262,7 @@ lookup_page (const Slot *s, const Node *node, guint64 addr, MemresLookupInfo *in
   v = LOAD_ACQUIRE (&s->v);
   if (G_LIKELY (!(v & SLOT_RUNS))) /* SLOT_FEW: neither runs nor SLOT_NONE */
     return lookup_few (s, addr, info, seq);
-  return lookup_page_rest (addr, info, seq, v, node);
+  return lookup_page_rest (addr, info, seq, v, s);
 }
 
 /* A lookup above the flat table: the hash table's node. */
@@ -264,7 +273,7 @@ lookup_high (guint64 addr, MemresLookupInfo *info, guint64 seq)
 
   if (node == NULL)
     return lookup_none (addr, info, seq);
-  return lookup_page (&node->page[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)], node, addr, info, seq);
+  return lookup_page (&node->page[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)], addr, info, seq);
 }
 
 /* A lookup from the count of changes done @seq. */
@@ -272,23 +281,21 @@ static inline __attribute__ ((always_inline)) gboolean
 lookup_at (guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
   guint64 gib = addr >> GIB_SHIFT;
-  /* the page's slot's place from the biased node: the page number times 64 */
-  guint64 at = (addr >> (PAGE_SHIFT - 6)) & ~(guint64) 63;
-  const guintptr *table = _memres_index_top;
-  guintptr top;
+  /* the place of the page's slot in its node: the page number in the GiB times 64 */
+  guint64 at = (addr >> (PAGE_SHIFT - 6)) & ((guint64) (NODE_PAGES - 1) << 6);
+  const IndexFlat *flat = &_memres_index_flat;
+  guintptr rel;
 
   G_STATIC_ASSERT (sizeof (Slot) == 1u << 6);
   /* the table's address taken as an opaque value, so that GCC gives it a register of its own:
    * otherwise it put it in @addr's, and kept @addr for the offset by one copy more (gcc 12) */
-  __asm__("" : "+r"(table));
-  if (G_UNLIKELY (gib >= G_N_ELEMENTS (_memres_index_top)))
+  __asm__("" : "+r"(flat));
+  if (G_UNLIKELY (gib >= TOP_GIBS))
     return lookup_high (addr, info, seq);
-  top = LOAD_ACQUIRE (&table[gib]);
-  if (G_UNLIKELY (top == 0))
-    return lookup_none (addr, info, seq);
-  /* the node's slot of the page, TOP_BIAS undone by the page number's high bits (the GiB) */
-  return lookup_page ((const Slot *) (top + at), (const Node *) (top + gib * NODE_STRIDE), addr,
-                      info, seq);
+  /* a plain load (the readers' rule, above): one add from the table with the page's place; a GiB
+   * with no node (0) reads the empty node's slot, with no test here */
+  rel = flat->top[gib];
+  return lookup_page ((const Slot *) ((const char *) &flat->empty + (rel + at)), addr, info, seq);
 }
 
 /* The lookup after a writer was seen: again, waiting while a change is under way (the count

@@ -59,25 +59,17 @@ node_new (Node **where)
   return node;
 }
 
-/* A new node for GiB @gib of the flat table, published (inside a write). A node whose biased
- * address would be 0, the mark of no node, is exchanged for another. */
+/* A new node for GiB @gib of the flat table, published (inside a write). */
 Node *
 _memres_index_top_node_new (guint64 gib)
 {
   Node *node = node_alloc ();
 
-  if (G_UNLIKELY (TOP_BIAS (node, gib) == 0))
-    {
-      Node *other = node_alloc ();
-
-      free (node);
-      node = other;
-    }
   /* kept where leak checkers (and debuggers) see it */
   if (top_nodes == NULL)
     top_nodes = g_ptr_array_new ();
   g_ptr_array_add (top_nodes, node);
-  PUBLISH (&_memres_index_top[gib], TOP_BIAS (node, gib));
+  PUBLISH (&_memres_index_flat.top[gib], TOP_REL (node));
   return node;
 }
 
