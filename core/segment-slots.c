@@ -319,10 +319,26 @@ slot_publish (Slot *s, guintptr v)
   PUBLISH (&s->v, v);
 }
 
+/* Slot @s made to hold @e alone as @n runs (up to three: SLOT_FEW | SLOT_ONE), from @start (the
+ * first's is the unit's first byte, not read), each @e or none (@run), inside a write; whatever
+ * it held is the caller's to release. */
+static void
+slot_few_one (Slot *s, const MemresIndexEntry *e, const guint64 *start,
+              const MemresIndexEntry *const *run, guint n)
+{
+  for (guint i = 0; i < FEW_RUNS; i++)
+    {
+      if (i > 0)
+        STORE (&s->w[FEW_START (i)], i < n ? start[i] : G_MAXUINT64);
+      STORE (&s->w[FEW_ENTRY (i)], i < n ? (guint64) (guintptr) run[i] : 0);
+    }
+  slot_publish (s, (guintptr) e | SLOT_FEW | SLOT_ONE);
+}
+
 /* Slot @s made to hold @e alone, which covers its unit (inside a write; whatever it held is the
  * caller's to release): its answer copied in and its negated base beside it; or, for a base
- * whose negation is not negative (0, above 2^63: NEG_BASE_OK), one run of @e over the whole unit
- * (SLOT_FEW | SLOT_ONE), which the readers take the long way. */
+ * whose negation is not negative (0, above 2^63: NEG_BASE_OK), one run of @e over the whole unit,
+ * which the readers take the long way. */
 static inline void
 slot_direct (Slot *s, const MemresIndexEntry *e)
 {
@@ -330,13 +346,7 @@ slot_direct (Slot *s, const MemresIndexEntry *e)
 
   if (G_UNLIKELY (!NEG_BASE_OK (e->base)))
     {
-      for (guint i = 0; i < FEW_RUNS; i++)
-        {
-          if (i > 0)
-            STORE (&s->w[FEW_START (i)], G_MAXUINT64);
-          STORE (&s->w[FEW_ENTRY (i)], i == 0 ? (guint64) (guintptr) e : 0);
-        }
-      slot_publish (s, (guintptr) e | SLOT_FEW | SLOT_ONE);
+      slot_few_one (s, e, NULL, &e, 1);
       return;
     }
   memcpy (w, e, sizeof w);
@@ -507,13 +517,7 @@ slot_one (Slot *s, MemresIndexEntry *e, guint64 first, guint64 last)
       start[n] = e->end;
       run[n++] = NULL;
     }
-  for (guint i = 0; i < FEW_RUNS; i++)
-    {
-      if (i > 0)
-        STORE (&s->w[FEW_START (i)], i < n ? start[i] : G_MAXUINT64);
-      STORE (&s->w[FEW_ENTRY (i)], i < n ? (guint64) (guintptr) run[i] : 0);
-    }
-  slot_publish (s, (guintptr) e | SLOT_FEW | SLOT_ONE);
+  slot_few_one (s, e, start, run, n);
   slot_release (old);
 }
 
