@@ -51,8 +51,9 @@ Dir *_memres_index_dir;
  *   (the runs are the slot's own words). lookup_page() and lookup_region() follow a Runs pointer
  *   at once, from an acquire load of v, made after their plain load of the slot's neg_base sent
  *   the direct case to its answer (neg_base is a number, never followed; a v with no tag read
- *   there is a writer's change between the two loads, and it goes where the sequence is checked
- *   before anything is followed: lookup_few()).
+ *   there is a writer's change between the two loads, or the empty node's 0, and it goes where
+ *   the sequence is checked before anything is followed: lookup_few(), which finds no run in
+ *   the empty node's zero words).
  * Every other pointer is read from words that hold other things in other states, and is followed
  * only after seq_still() (a retry from the start when the index changed):
  * - a SLOT_FEW slot's run entries (lookup_few()): those words hold a direct slot's answer bytes
