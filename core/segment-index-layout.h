@@ -8,8 +8,9 @@
  * the slots of the 1,024 pages and 16 regions of one GiB; the nodes of the GiBs below 2^48
  * (x86-64's and 48-bit arm64's user addresses, where the driver's device addresses lie too) are
  * found in a flat table indexed by the GiB (2 MiB of zero pages that only the GiBs in use touch;
- * each entry the node's address less its GiB's place, TOP_BIAS, so that the page number finds the
- * slot with no mask), those of higher GiBs in a hash table (open addressing).
+ * each entry the node's address less that of the table's empty node, TOP_REL, so that an entry of
+ * 0, a GiB with no node, leads to that node, whose slots all read as "nothing here", with no test
+ * of its own), those of higher GiBs in a hash table (open addressing).
  *
  * A slot is one 64-byte line. It says which segment holds each address of its page (or region):
  * none (SLOT_NONE, both tag bits); one segment that covers the whole page and is alone there, whose
@@ -21,7 +22,8 @@
  * holding all of it, or none: nesting is resolved when the slot is written, so a reader never
  * walks parents. A lookup is then a fixed chain of loads, whatever the number of segments: the
  * node, the slot, and only for runs the record and the entry. The direct case (a slot that is one
- * segment, told from every other kind of slot by one test of its tag bits) runs straight through
+ * segment, told from every other kind of slot by the sign of one word, its negated base, which
+ * also gives the offset) runs straight through
  * memres_lookup() with no taken branch and no register saved, its answer copied out of the slot's
  * line: the flat table's entry, then the slot, two dependent loads. Where segments nest (a cache's
  * chunk inside a `vmm` buffer), the innermost is the shortest holding the address, and of equal
@@ -100,13 +102,21 @@ G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresIndexEntry, length) == LENGTH_WORD * 8);
  * of its segments tagged SLOT_FEW (up to three runs, in @w: the starts of the second and third,
  * G_MAXUINT64 where there is none, then the segment of each, or 0; where the slot has one segment
  * only, that segment's entry tagged SLOT_FEW | SLOT_ONE instead of a set: readers read neither),
- * a Runs record tagged SLOT_RUNS, or SLOT_NONE. */
+ * a Runs record tagged SLOT_RUNS, or SLOT_NONE. @neg_base is the readers' test of the first kind
+ * and their offset in one word: where @v is an entry's address, 0 less the entry's base (as a
+ * signed number, negative: a segment of the first kind has a base from 1 to 2^63, NEG_BASE_OK;
+ * one outside is written as SLOT_FEW | SLOT_ONE with one run); for every other kind 0. So a
+ * reader's one load and sign test tells the direct case, and its address plus the word is the
+ * offset, with no load of the base and no test of @v's tag bits. */
 typedef struct
 {
   guint64 w[ANSWER_WORDS];
   guintptr v;
-  guint64 unused;
+  guint64 neg_base;
 } Slot;
+
+/* whether a segment at @base may be a slot's one answer: its negated base is negative */
+#define NEG_BASE_OK(base) ((gint64) (0 - (guint64) (base)) < 0)
 
 G_STATIC_ASSERT (sizeof (Slot) == 64);
 
@@ -201,16 +211,31 @@ typedef struct
 } IndexSeq;
 
 G_GNUC_INTERNAL extern IndexSeq _memres_index_seq;
-/* atomic: the node of each GiB below 2^48, as TOP_BIAS() of it (0: none) */
-G_GNUC_INTERNAL extern guintptr _memres_index_top[1u << TOP_BITS];
+
+/* The flat table and the node its empty entries lead to, in one object, so that a reader reaches
+ * both from one address: the object's, which is the empty node's (a slot's place is then that
+ * address plus the table's entry plus the page's place), the table at a fixed distance after it
+ * (the displacement of the reader's load of an entry). */
+typedef struct
+{
+  /* never written: every word 0, so that a slot reads as no direct answer (neg_base 0) and, by
+   * its v of 0 and its zero words, as SLOT_FEW with no run at 0 or after (lookup_few() finds
+   * none there). Zero pages, touched only by the readers of empty GiBs. */
+  Node empty;
+  /* atomic: the node of each GiB below 2^48, as TOP_REL() of it; 0: none (the empty node) */
+  guintptr top[1u << TOP_BITS];
+} IndexFlat;
+
+G_GNUC_INTERNAL extern IndexFlat _memres_index_flat;
 /* atomic: the hash table of the nodes of the GiBs above */
 G_GNUC_INTERNAL extern Dir *_memres_index_dir;
 
-/* What _memres_index_top holds for @node, the node of GiB @gib: its address less @gib's first
- * page's place as if the page slots of all GiBs lay end to end, so that a reader finds the slot of
- * page pn at TOP_BIAS + pn * 64 with no mask. Never 0 (_memres_index_top_node_new() sees to it). */
-#define TOP_BIAS(node, gib) ((guintptr) (node) - (guintptr) (gib) *NODE_STRIDE)
-#define TOP_NODE(v, gib)    ((Node *) ((v) + (guintptr) (gib) *NODE_STRIDE))
+/* What the flat table holds for @node: its address less the empty node's (a heap node is never
+ * the empty node, so never 0); a reader's slot of page pn is at the empty node + this + (pn % 1024)
+ * * 64. */
+#define TOP_REL(node) ((guintptr) (node) - (guintptr) &_memres_index_flat.empty)
+#define TOP_NODE(v)   ((Node *) ((v) + (guintptr) &_memres_index_flat.empty))
+#define TOP_GIBS      G_N_ELEMENTS (_memres_index_flat.top)
 
 static inline gsize
 dir_hash (guint64 key, guint shift)
@@ -244,10 +269,10 @@ G_GNUC_INTERNAL void _memres_index_entry_update (MemresIndexEntry *e, gboolean a
 static inline __attribute__ ((always_inline)) Node *
 gib_node (guint64 gib, gboolean create)
 {
-  if (gib < G_N_ELEMENTS (_memres_index_top))
+  if (gib < TOP_GIBS)
     {
-      if (_memres_index_top[gib] != 0)
-        return TOP_NODE (_memres_index_top[gib], gib);
+      if (_memres_index_flat.top[gib] != 0)
+        return TOP_NODE (_memres_index_flat.top[gib]);
       return create ? _memres_index_top_node_new (gib) : NULL;
     }
   return _memres_index_dir_node (gib, create);

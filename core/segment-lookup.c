@@ -21,7 +21,7 @@
 #include "segment-index-layout.h"
 
 IndexSeq _memres_index_seq __attribute__ ((aligned (64)));
-guintptr _memres_index_top[1u << TOP_BITS];
+IndexFlat _memres_index_flat __attribute__ ((aligned (64)));
 Dir *_memres_index_dir;
 
 /* ---- the readers ---------------------------------------------------------------------------- */
@@ -29,13 +29,17 @@ Dir *_memres_index_dir;
 /* The readers' rule. A reader takes no lock: it reads _memres_index_seq.done (acquire), then
  * words a writer may be rewriting meanwhile (relaxed atomic loads, or plain loads where a value is
  * only tested or copied, so that the compiler folds the load into the instruction that uses it:
- * the answer's three 16-byte loads, the direct path's test of a slot's tag bits), then, after an
+ * the answer's three 16-byte loads, the direct path's slot neg_base), then, after an
  * acquire fence, checks that _memres_index_seq.begun equals what it read (seq_still(), a plain
  * load folded into the compare): only then is what it read one state of the index. So a pointer
  * read from such a word is followed before that check only where every value the word can ever hold
  * is a valid pointer, of the one type the reader takes it for, to memory that is never freed:
- * - _memres_index_top[gib]: 0, or a node's biased address, set once and never changed;
- *   nodes are never freed. lookup_at() follows it at once.
+ * - _memres_index_flat.top[gib]: 0 (the empty node, never written), or a node's address
+ *   relative to the empty node, set once and never changed; nodes are never freed. lookup_at()
+ *   follows it at once, read with a plain load that GCC folds into the add of the page's place:
+ *   the slot's loads depend on its value by their address, which orders them after it (x86-64's
+ *   loads are not reordered; arm64 and POWER keep address-dependent loads in order), and the
+ *   node's words were written before the release store that published it.
  * - _memres_index_dir: NULL, or a hash table; a table replaced by a bigger one is kept
  *   (retired_dirs), and its bits, shift and mask are set before it is published. A bucket's
  *   node is read only after its key matched (acquire): the node is published before the key,
@@ -45,8 +49,11 @@ Dir *_memres_index_dir;
  *   slot's own words); SLOT_RUNS, a Runs record, reused only for records of the same capacity and
  *   never freed, so its cap and its 2 * cap words are always there; SLOT_FEW, nothing followed
  *   (the runs are the slot's own words). lookup_page() and lookup_region() follow a Runs pointer
- *   at once, from an acquire load of v (lookup_page()'s first, plain test of v follows nothing:
- *   it only sends the direct case to its answer).
+ *   at once, from an acquire load of v, made after their plain load of the slot's neg_base sent
+ *   the direct case to its answer (neg_base is a number, never followed; a v with no tag read
+ *   there is a writer's change between the two loads, or the empty node's 0, and it goes where
+ *   the sequence is checked before anything is followed: lookup_few(), which finds no run in
+ *   the empty node's zero words).
  * Every other pointer is read from words that hold other things in other states, and is followed
  * only after seq_still() (a retry from the start when the index changed):
  * - a SLOT_FEW slot's run entries (lookup_few()): those words hold a direct slot's answer bytes
@@ -119,6 +126,25 @@ lookup_answer (const guint64 *w, guint64 addr, MemresLookupInfo *info, guint64 s
   return TRUE;
 }
 
+/* lookup_answer() of a direct slot's words @w, whose negated base @neg_base (the slot's, read
+ * before) gives the offset with no load of the base: the direct path's answer. */
+static inline __attribute__ ((always_inline)) gboolean
+lookup_direct (const guint64 *w, guint64 neg_base, guint64 addr, MemresLookupInfo *info,
+               guint64 seq)
+{
+  AnswerPart a0 = ((const AnswerPart *) w)[0];
+  AnswerPart a1 = ((const AnswerPart *) w)[1];
+  AnswerPart a2 = ((const AnswerPart *) w)[2];
+
+  if (G_UNLIKELY (!seq_still (seq)))
+    return lookup_retry (addr, info);
+  ((AnswerPart *) info)[0] = a0;
+  ((AnswerPart *) info)[1] = a1;
+  ((AnswerPart *) info)[2] = a2;
+  info->offset = addr + neg_base;
+  return TRUE;
+}
+
 /* No segment holds @addr at sequence number @seq: %FALSE, or the whole lookup again when a
  * writer changed the index meanwhile. */
 G_GNUC_NO_INLINE __attribute__ ((cold)) static gboolean
@@ -182,16 +208,17 @@ lookup_runs (guint64 addr, MemresLookupInfo *info, guint64 seq, const Runs *r)
   return lookup_run_entry (e, addr, info, seq);
 }
 
-/* The rest of a lookup whose page slot holds no fine segment: the slot of its region in @node
- * (the coarse segments), of the same kinds as a page's. */
+/* The rest of a lookup whose page slot holds no fine segment: @s, the slot of its region (the
+ * coarse segments), of the same kinds as a page's. */
 G_GNUC_NO_INLINE static gboolean
-lookup_region (guint64 addr, MemresLookupInfo *info, guint64 seq, const Node *node)
+lookup_region (guint64 addr, MemresLookupInfo *info, guint64 seq, const Slot *s)
 {
-  const Slot *s = &node->region[(addr >> REGION_SHIFT) & (NODE_REGIONS - 1)];
-  guintptr v = LOAD_ACQUIRE (&s->v);
+  guint64 neg_base = s->neg_base;
+  guintptr v;
 
-  if (G_LIKELY (!(v & SLOT_TAGS)))
-    return lookup_answer (s->w, addr, info, seq);
+  if (G_LIKELY ((gint64) neg_base < 0))
+    return lookup_direct (s->w, neg_base, addr, info, seq);
+  v = LOAD_ACQUIRE (&s->v);
   if (!(v & SLOT_RUNS))
     return lookup_few (s, addr, info, seq);
   if (v == SLOT_NONE)
@@ -199,34 +226,44 @@ lookup_region (guint64 addr, MemresLookupInfo *info, guint64 seq, const Node *no
   return lookup_runs (addr, info, seq, (const Runs *) (v - SLOT_RUNS));
 }
 
-/* The rest of a lookup whose page slot value @v (of @node) is runs or SLOT_NONE. */
+/* The rest of a lookup whose page slot @s has the value @v, runs or SLOT_NONE. The region's slot
+ * is found from the page's with no load: the node's page slots, then its region slots. */
 G_GNUC_NO_INLINE static gboolean
-lookup_page_rest (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v, const Node *node)
+lookup_page_rest (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v, const Slot *s)
 {
+  G_STATIC_ASSERT (G_STRUCT_OFFSET (Node, region) == NODE_PAGES * sizeof (Slot));
   if (v == SLOT_NONE)
-    return lookup_region (addr, info, seq, node);
+    {
+      guint64 page = (addr >> PAGE_SHIFT) & (NODE_PAGES - 1);
+
+      return lookup_region (addr, info, seq, s + NODE_PAGES - page + (page >> REGION_PAGES_SHIFT));
+    }
   return lookup_runs (addr, info, seq, (const Runs *) (v - SLOT_RUNS));
 }
 
-/* The rest of a lookup at sequence number @seq from @s, the slot of @addr's page in @node: the
+/* The rest of a lookup at sequence number @seq from @s, the slot of @addr's page in its node: the
  * answer in @info (untouched when there is none), or the whole lookup again when a writer changed
  * the index meanwhile. The direct path (a slot that is one segment, its answer in the slot's own
  * line) falls through every branch and saves no register; up to three runs are worked out beside
  * it, the rest (more runs, the region's slot, a writer seen) in functions of their own. */
 static inline __attribute__ ((always_inline)) gboolean
-lookup_page (const Slot *s, const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
+lookup_page (const Slot *s, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
+  guint64 neg_base = s->neg_base;
   guintptr v;
 
-  /* the direct path tests the tag bits with a plain load, one instruction with the test; the
-   * other kinds read @v again (acquire, to follow a runs record at once): a value that changed
-   * between the two reads was a writer's, and the sequence check after sends the lookup back */
-  if (ALMOST_ALWAYS (!(s->v & SLOT_TAGS)))
-    return lookup_answer (s->w, addr, info, seq);
+  /* the direct path: one plain load of the negated base, its sign test (one instruction fused
+   * with the branch) and its sum with the address, the offset. The other kinds read @v
+   * (acquire, to follow a runs record at once); a @v that is an entry's address there (the
+   * direct kind, no tag bits) was a writer's change between the two reads: lookup_few() reads
+   * its answer bytes as runs, and its sequence check sends the lookup back before it follows
+   * one (the readers' rule, above) */
+  if (ALMOST_ALWAYS ((gint64) neg_base < 0))
+    return lookup_direct (s->w, neg_base, addr, info, seq);
   v = LOAD_ACQUIRE (&s->v);
   if (G_LIKELY (!(v & SLOT_RUNS))) /* SLOT_FEW: neither runs nor SLOT_NONE */
     return lookup_few (s, addr, info, seq);
-  return lookup_page_rest (addr, info, seq, v, node);
+  return lookup_page_rest (addr, info, seq, v, s);
 }
 
 /* A lookup above the flat table: the hash table's node. */
@@ -237,7 +274,7 @@ lookup_high (guint64 addr, MemresLookupInfo *info, guint64 seq)
 
   if (node == NULL)
     return lookup_none (addr, info, seq);
-  return lookup_page (&node->page[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)], node, addr, info, seq);
+  return lookup_page (&node->page[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)], addr, info, seq);
 }
 
 /* A lookup from the count of changes done @seq. */
@@ -245,23 +282,21 @@ static inline __attribute__ ((always_inline)) gboolean
 lookup_at (guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
   guint64 gib = addr >> GIB_SHIFT;
-  /* the page's slot's place from the biased node: the page number times 64 */
-  guint64 at = (addr >> (PAGE_SHIFT - 6)) & ~(guint64) 63;
-  const guintptr *table = _memres_index_top;
-  guintptr top;
+  /* the place of the page's slot in its node: the page number in the GiB times 64 */
+  guint64 at = (addr >> (PAGE_SHIFT - 6)) & ((guint64) (NODE_PAGES - 1) << 6);
+  const IndexFlat *flat = &_memres_index_flat;
+  guintptr rel;
 
   G_STATIC_ASSERT (sizeof (Slot) == 1u << 6);
   /* the table's address taken as an opaque value, so that GCC gives it a register of its own:
    * otherwise it put it in @addr's, and kept @addr for the offset by one copy more (gcc 12) */
-  __asm__("" : "+r"(table));
-  if (G_UNLIKELY (gib >= G_N_ELEMENTS (_memres_index_top)))
+  __asm__("" : "+r"(flat));
+  if (G_UNLIKELY (gib >= TOP_GIBS))
     return lookup_high (addr, info, seq);
-  top = LOAD_ACQUIRE (&table[gib]);
-  if (G_UNLIKELY (top == 0))
-    return lookup_none (addr, info, seq);
-  /* the node's slot of the page, TOP_BIAS undone by the page number's high bits (the GiB) */
-  return lookup_page ((const Slot *) (top + at), (const Node *) (top + gib * NODE_STRIDE), addr,
-                      info, seq);
+  /* a plain load (the readers' rule, above): one add from the table with the page's place; a GiB
+   * with no node (0) reads the empty node's slot, with no test here */
+  rel = flat->top[gib];
+  return lookup_page ((const Slot *) ((const char *) &flat->empty + (rel + at)), addr, info, seq);
 }
 
 /* The lookup after a writer was seen: again, waiting while a change is under way (the count

@@ -59,25 +59,17 @@ node_new (Node **where)
   return node;
 }
 
-/* A new node for GiB @gib of the flat table, published (inside a write). A node whose biased
- * address would be 0, the mark of no node, is exchanged for another. */
+/* A new node for GiB @gib of the flat table, published (inside a write). */
 Node *
 _memres_index_top_node_new (guint64 gib)
 {
   Node *node = node_alloc ();
 
-  if (G_UNLIKELY (TOP_BIAS (node, gib) == 0))
-    {
-      Node *other = node_alloc ();
-
-      free (node);
-      node = other;
-    }
   /* kept where leak checkers (and debuggers) see it */
   if (top_nodes == NULL)
     top_nodes = g_ptr_array_new ();
   g_ptr_array_add (top_nodes, node);
-  PUBLISH (&_memres_index_top[gib], TOP_BIAS (node, gib));
+  PUBLISH (&_memres_index_flat.top[gib], TOP_REL (node));
   return node;
 }
 
@@ -318,16 +310,49 @@ slot_release (guintptr old)
     runs_free ((Runs *) (old - SLOT_RUNS));
 }
 
-/* Slot @s made to hold @e alone, its answer copied in (inside a write; whatever it held is the
- * caller's to release). */
+/* Slot @s made to hold @v, a value of any kind but an entry's address (inside a write; its words
+ * written before): the readers' direct test made to fail first. */
+static inline void
+slot_publish (Slot *s, guintptr v)
+{
+  STORE (&s->neg_base, 0);
+  PUBLISH (&s->v, v);
+}
+
+/* Slot @s made to hold @e alone as @n runs (up to three: SLOT_FEW | SLOT_ONE), from @start (the
+ * first's is the unit's first byte, not read), each @e or none (@run), inside a write; whatever
+ * it held is the caller's to release. */
+static void
+slot_few_one (Slot *s, const MemresIndexEntry *e, const guint64 *start,
+              const MemresIndexEntry *const *run, guint n)
+{
+  for (guint i = 0; i < FEW_RUNS; i++)
+    {
+      if (i > 0)
+        STORE (&s->w[FEW_START (i)], i < n ? start[i] : G_MAXUINT64);
+      STORE (&s->w[FEW_ENTRY (i)], i < n ? (guint64) (guintptr) run[i] : 0);
+    }
+  slot_publish (s, (guintptr) e | SLOT_FEW | SLOT_ONE);
+}
+
+/* Slot @s made to hold @e alone, which covers its unit (inside a write; whatever it held is the
+ * caller's to release): its answer copied in and its negated base beside it; or, for a base
+ * whose negation is not negative (0, above 2^63: NEG_BASE_OK), one run of @e over the whole unit,
+ * which the readers take the long way. */
 static inline void
 slot_direct (Slot *s, const MemresIndexEntry *e)
 {
   guint64 w[ANSWER_WORDS];
 
+  if (G_UNLIKELY (!NEG_BASE_OK (e->base)))
+    {
+      slot_few_one (s, e, NULL, &e, 1);
+      return;
+    }
   memcpy (w, e, sizeof w);
   for (guint i = 0; i < ANSWER_WORDS; i++)
     STORE (&s->w[i], w[i]);
+  STORE (&s->neg_base, 0 - e->base);
   PUBLISH (&s->v, (guintptr) e);
 }
 
@@ -396,7 +421,7 @@ slot_write (Slot *s, GPtrArray *set, const GPtrArray *cut, guint64 first, guint6
           v = (guintptr) r | SLOT_RUNS;
         }
     }
-  PUBLISH (&s->v, v);
+  slot_publish (s, v);
   slot_release (old);
 }
 
@@ -492,13 +517,7 @@ slot_one (Slot *s, MemresIndexEntry *e, guint64 first, guint64 last)
       start[n] = e->end;
       run[n++] = NULL;
     }
-  for (guint i = 0; i < FEW_RUNS; i++)
-    {
-      if (i > 0)
-        STORE (&s->w[FEW_START (i)], i < n ? start[i] : G_MAXUINT64);
-      STORE (&s->w[FEW_ENTRY (i)], i < n ? (guint64) (guintptr) run[i] : 0);
-    }
-  PUBLISH (&s->v, (guintptr) e | SLOT_FEW | SLOT_ONE);
+  slot_few_one (s, e, start, run, n);
   slot_release (old);
 }
 
@@ -531,7 +550,7 @@ unit_update_alone (Level l, guint64 k, MemresIndexEntry *e, gboolean add)
     slot_one (s, e, first, last);
   else if (!add && slot_alone (v, e))
     {
-      PUBLISH (&s->v, SLOT_NONE);
+      slot_publish (s, SLOT_NONE);
       slot_release (v);
     }
   else
@@ -586,7 +605,7 @@ _memres_index_slots_swap (Node *node, Level l, guint64 k, gsize n, MemresIndexEn
           if (add)
             slot_direct (&s[i], e);
           else
-            PUBLISH (&s[i].v, SLOT_NONE);
+            slot_publish (&s[i], SLOT_NONE);
           if (l == PAGES)
             page_mark (node, (k + i) & (NODE_PAGES - 1), add);
         }
