@@ -7,6 +7,8 @@
  * per resource). */
 #include "memres-private.h"
 
+#include "../sdk/file-writer.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -102,11 +104,7 @@ open_sleep_file (const char *path, GError **error)
       g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE,
                    "cannot use \"%s\" as the sleep file: not a regular file (%s): its contents "
                    "could not be read back at the wake",
-                   path,
-                   S_ISDIR (st.st_mode)    ? "a directory"
-                   : S_ISFIFO (st.st_mode) ? "a FIFO"
-                   : S_ISSOCK (st.st_mode) ? "a socket"
-                                           : "a device");
+                   path, memres_file_type_name (st.st_mode));
       return -1;
     }
   /* O_NONBLOCK: a FIFO made meanwhile fails (ENXIO) rather than waiting for a reader */

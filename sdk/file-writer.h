@@ -5,6 +5,7 @@
 #pragma once
 
 #include <glib.h>
+#include <sys/types.h>
 
 G_BEGIN_DECLS
 
@@ -23,5 +24,11 @@ G_BEGIN_DECLS
  * Other failures are the system's, as a #GFileError; every message names @path. */
 gboolean memres_file_replace (const char *path, const char *contents, gssize length,
                               GError **error);
+
+/* What a file of @mode (a stat()'s st_mode) that is not a regular file is, for a message: "a
+ * directory", "a FIFO", "a device" (character or block), "a socket", or "a file of another
+ * type". The one wording of the refusals of sdk/file-writer.c, the `memres` command's inputs
+ * (tools/input.c) and a sleep's file (core/sleep-contents.c). */
+const char *memres_file_type_name (mode_t mode);
 
 G_END_DECLS

@@ -532,15 +532,18 @@ test_replay_bad_logs (void)
   g_assert_cmpint (r.status, ==, 2);
   g_assert_nonnull (strstr (r.err, ":2: a NUL byte"));
   run_clear (&r);
-  /* what is not a regular file is not read (a device or a FIFO would never end) */
+  /* what is not a regular file is not read (a device or a FIFO would never end): GLib's file
+   * error, G_FILE_ERROR_ISDIR for a directory, G_FILE_ERROR_INVAL for the others */
   run_tool (&r, "replay", dir, "host", NULL);
   assert_one_error_line (&r);
   g_assert_cmpint (r.status, ==, 2);
-  g_assert_nonnull (strstr (r.err, "not a regular file"));
+  g_assert_nonnull (strstr (r.err, "not a regular file (a directory)"));
   run_clear (&r);
-  run_tool (&r, "replay", "/dev/zero", "host", NULL);
+  run_tool (&r, "replay", "--json", "/dev/zero", "host", NULL);
   g_assert_cmpint (r.status, ==, 2);
-  g_assert_nonnull (strstr (r.err, "not a regular file"));
+  g_assert_nonnull (strstr (r.err, "/dev/zero: not a regular file (a device)"));
+  g_assert_nonnull (strstr (r.out, "\"domain\": \"g-file-error-quark\",\n"));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_INVAL\",\n"));
   run_clear (&r);
   run_tool (&r, "replay", "/nonexistent/log.csv", "host", NULL);
   assert_one_error_line (&r);
@@ -1037,11 +1040,11 @@ test_trace_json (void)
   g_assert_nonnull (strstr (r.out, "missing.csv: No such file\""));
   g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
   run_clear (&r);
-  /* a directory is not a regular file */
+  /* a directory is not a regular file: G_FILE_ERROR_ISDIR, as the config file's */
   run_tool (&r, "--json", "trace", dir, NULL);
   g_assert_cmpint (r.status, ==, 2);
-  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
-  g_assert_nonnull (strstr (r.out, "not a regular file"));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_ISDIR\",\n"));
+  g_assert_nonnull (strstr (r.out, "not a regular file (a directory)"));
   run_clear (&r);
   run_tool (&r, "trace", "--json", log, "-o", log, NULL);
   g_assert_cmpint (r.status, ==, 2);
