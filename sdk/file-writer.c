@@ -101,8 +101,10 @@ memres_file_replace (const char *path, const char *contents, gssize length, GErr
           return refuse (error, path, G_FILE_ERROR_INVAL, why);
         }
       mode = (int) (st.st_mode & 0777);
+      /* flock()'s EWOULDBLOCK: G_FILE_ERROR_AGAIN, as plugins/log/log.c refuses a second log
+       * layer on the file */
       if (is_locked (target != NULL ? target : path))
-        return refuse (error, path, G_FILE_ERROR_INVAL,
+        return refuse (error, path, g_file_error_from_errno (EWOULDBLOCK),
                        "a file another writer holds locked (a log layer writing its log, a "
                        "sleep's file): refused, to leave it as it is");
     }

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1075,6 +1076,52 @@ test_output_kinds (void)
   g_rmdir (dir);
 }
 
+/* A file another writer holds locked with flock() (a log layer writing it, a sleep's file) is
+ * refused as the log of a stack and as an -o FILE alike: G_FILE_ERROR_AGAIN (flock()'s
+ * EWOULDBLOCK through g_file_error_from_errno()), a usage error (exit status 2), the file left as
+ * it is. The log layer's refusal was MEMRES_ERROR_INVALID_ARGUMENT, the file writer's
+ * G_FILE_ERROR_INVAL. */
+static void
+test_locked_files (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-locked-XXXXXX", NULL);
+  g_autofree char *locked = g_build_filename (dir, "locked.csv", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *spec = g_strdup_printf ("log:path=%s>host", locked);
+  const char *const text = "Thread,Time,Action,Pointer,Size,Stream\n"
+                           "1,10:00:00.000000,allocate,0x1000,64,0x0\n";
+  const char *const runs[][6] = {
+    { "alloc", "--json", spec, "1MiB", NULL },
+    { "trace", "--json", log, "-o", locked, NULL },
+  };
+  g_autofree char *after = NULL;
+  Run r = { 0 };
+  int fd;
+
+  g_assert_true (g_file_set_contents (log, text, -1, NULL));
+  g_assert_true (g_file_set_contents (locked, text, -1, NULL));
+  fd = open (locked, O_RDONLY | O_CLOEXEC);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (flock (fd, LOCK_EX), ==, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (runs); i++)
+    {
+      run_toolv (&r, NULL, runs[i]);
+      g_test_message ("%s", r.err);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 2);
+      g_assert_nonnull (strstr (r.out, "\"domain\": \"g-file-error-quark\",\n"));
+      g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_AGAIN\",\n"));
+      g_assert_nonnull (strstr (r.err, locked));
+      run_clear (&r);
+    }
+  g_assert_true (g_file_get_contents (locked, &after, NULL, NULL));
+  g_assert_cmpstr (after, ==, text);
+  close (fd);
+  g_remove (locked);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1082,6 +1129,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/error/one-line", test_error_one_line);
   g_test_add_func ("/tool/error/huge-input", test_error_huge_input);
   g_test_add_func ("/tool/error/unknown-command-json", test_unknown_command_json);
+  g_test_add_func ("/tool/error/locked-files", test_locked_files);
   g_test_add_func ("/tool/json-first", test_json_first);
   g_test_add_func ("/tool/command-help-usage", test_command_help_usage);
   g_test_add_func ("/tool/version", test_version);

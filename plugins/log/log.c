@@ -216,8 +216,9 @@ append_fits (const struct stat *st, const char *path, const char *header, GError
  * only where its header is @header: append_fits()) or a character device such as /dev/null. Opened
  * without blocking, so that a FIFO (whose open would wait for a reader) is refused instead, as is
  * anything else. A file that cannot be opened, truncated or be a log is G_FILE_ERROR (the code
- * of the system's error; G_FILE_ERROR_INVAL for one of another type); a file another layer
- * writes and one append=true cannot add to, MEMRES_ERROR_INVALID_ARGUMENT (the spec's fault).
+ * of the system's error; G_FILE_ERROR_INVAL for one of another type; G_FILE_ERROR_AGAIN, flock()'s
+ * EWOULDBLOCK, for a file another layer writes); one append=true cannot add to,
+ * MEMRES_ERROR_INVALID_ARGUMENT (the spec's fault).
  * Returns the descriptor, or -1. */
 static int
 open_log (const char *path, gboolean append, const char *header, gboolean *empty, GError **error)
@@ -256,7 +257,9 @@ open_log (const char *path, gboolean append, const char *header, gboolean *empty
    * descriptor is open (until the layer's writer goes), taken before the file is truncated. */
   if (S_ISREG (st.st_mode) && flock (fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+      /* the system's error, as for a file that cannot be opened: G_FILE_ERROR_AGAIN, the file
+       * busy while its writer lives (sdk/file-writer.c refuses a locked file the same way) */
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (EWOULDBLOCK),
                    "kind \"log\": \"%s\" is the file of another log layer (of this stack, "
                    "another one, or another process) that is writing it: two layers would "
                    "overwrite each other's lines; give each its own file",
