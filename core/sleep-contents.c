@@ -80,11 +80,19 @@ host_resource (MemresResource *mr, MemresSleepPolicy *policy, GError **error)
   return host;
 }
 
+/* MEMRES_SLEEP_ERROR_FILE for the system's error @errsv on the file (0: the file is shorter
+ * than the sleep wrote): its reason and its number, "REASON (errno N)", so that the caller can
+ * tell ENOSPC from EACCES without the domain of GLib's file errors, which the public API keeps
+ * for MEMRES_SLEEP_ERROR_FILE (memres-sleep.h). Returns FALSE. */
 static gboolean
 file_error (GError **error, const char *path, const char *doing, int errsv)
 {
-  g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE, "%s \"%s\": %s", doing, path,
-               errsv != 0 ? g_strerror (errsv) : "the file is shorter than the sleep wrote");
+  if (errsv != 0)
+    g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE, "%s \"%s\": %s (errno %d)",
+                 doing, path, g_strerror (errsv), errsv);
+  else
+    g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE,
+                 "%s \"%s\": the file is shorter than the sleep wrote", doing, path);
   return FALSE;
 }
 
@@ -129,9 +137,9 @@ open_sleep_file (const char *path, GError **error)
       if (errsv == EWOULDBLOCK)
         g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE,
                      "cannot use \"%s\" as the sleep file: it holds the contents of another "
-                     "sleep (of this or another tag, resource or process) until its wake; name "
-                     "another file",
-                     path);
+                     "sleep (of this or another tag, resource or process) until its wake "
+                     "(flock(): %s, errno %d); name another file",
+                     path, g_strerror (errsv), errsv);
       else
         file_error (error, path, "cannot lock the sleep file", errsv);
       return -1;
