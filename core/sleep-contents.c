@@ -7,6 +7,8 @@
  * per resource). */
 #include "memres-private.h"
 
+#include "../sdk/file-writer.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -78,11 +80,19 @@ host_resource (MemresResource *mr, MemresSleepPolicy *policy, GError **error)
   return host;
 }
 
+/* MEMRES_SLEEP_ERROR_FILE for the system's error @errsv on the file (0: the file is shorter
+ * than the sleep wrote): its reason and its number, "REASON (errno N)", so that the caller can
+ * tell ENOSPC from EACCES without the domain of GLib's file errors, which the public API keeps
+ * for MEMRES_SLEEP_ERROR_FILE (memres-sleep.h). Returns FALSE. */
 static gboolean
 file_error (GError **error, const char *path, const char *doing, int errsv)
 {
-  g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE, "%s \"%s\": %s", doing, path,
-               errsv != 0 ? g_strerror (errsv) : "the file is shorter than the sleep wrote");
+  if (errsv != 0)
+    g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE, "%s \"%s\": %s (errno %d)",
+                 doing, path, g_strerror (errsv), errsv);
+  else
+    g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE,
+                 "%s \"%s\": the file is shorter than the sleep wrote", doing, path);
   return FALSE;
 }
 
@@ -102,11 +112,7 @@ open_sleep_file (const char *path, GError **error)
       g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE,
                    "cannot use \"%s\" as the sleep file: not a regular file (%s): its contents "
                    "could not be read back at the wake",
-                   path,
-                   S_ISDIR (st.st_mode)    ? "a directory"
-                   : S_ISFIFO (st.st_mode) ? "a FIFO"
-                   : S_ISSOCK (st.st_mode) ? "a socket"
-                                           : "a device");
+                   path, memres_file_type_name (st.st_mode));
       return -1;
     }
   /* O_NONBLOCK: a FIFO made meanwhile fails (ENXIO) rather than waiting for a reader */
@@ -131,9 +137,9 @@ open_sleep_file (const char *path, GError **error)
       if (errsv == EWOULDBLOCK)
         g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE,
                      "cannot use \"%s\" as the sleep file: it holds the contents of another "
-                     "sleep (of this or another tag, resource or process) until its wake; name "
-                     "another file",
-                     path);
+                     "sleep (of this or another tag, resource or process) until its wake "
+                     "(flock(): %s, errno %d); name another file",
+                     path, g_strerror (errsv), errsv);
       else
         file_error (error, path, "cannot lock the sleep file", errsv);
       return -1;

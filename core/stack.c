@@ -228,10 +228,10 @@ fail:
  * reading the config file (memres_config_list_resources(): %G_FILE_ERROR for one that cannot be
  * read) and %MEMRES_ERROR_NOT_FOUND for an undefined name; whatever a kind's init sets
  * (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, %G_FILE_ERROR for a
- * file it cannot open, such as the `log` adaptor's, ...), its domain and code kept under the
- * message's "layer N of M" prefix;
- * %MEMRES_ERROR_FAILED for a creation nested more than 32 deep in kinds' inits (the message names
- * the kind refused and the kind whose init asked).
+ * file it cannot open, such as the `log` adaptor's, with the system's code: %G_FILE_ERROR_AGAIN,
+ * flock()'s EWOULDBLOCK, for a file another `log` layer is writing, ...), its domain and code kept
+ * under the message's "layer N of M" prefix; %MEMRES_ERROR_FAILED for a creation nested more than
+ * 32 deep in kinds' inits (the message names the kind refused and the kind whose init asked).
  *
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
  *

@@ -608,7 +608,8 @@ memres_allocator_count_buffers (int device)
  * memres_allocator_write_snapshot:
  * @path: the file to write: replaced whole (written beside it, then renamed over it); a
  *   symbolic link is followed to the regular file it leads to (the link stays); a directory, a
- *   FIFO, a device such as /dev/null, a socket or a link to nothing is refused, left as it is
+ *   FIFO, a device such as /dev/null, a socket, a link to nothing or a file another writer
+ *   holds locked with flock() (a `log` layer's log, a sleep's file) is refused, left as it is
  * @error: (nullable): return location for a #GError, or %NULL
  *
  * Writes the snapshot (memres_resource_snapshot(), docs/snapshot.md) of the resource of every
@@ -621,7 +622,8 @@ memres_allocator_count_buffers (int device)
  *
  * Returns: %TRUE when the file was written; %FALSE with @error set (a #GFileError:
  *   %G_FILE_ERROR_ISDIR for a directory, %G_FILE_ERROR_INVAL for a FIFO, a device or a socket,
- *   %G_FILE_ERROR_NOENT for a link to nothing, the system's reason otherwise; a
+ *   %G_FILE_ERROR_NOENT for a link to nothing, %G_FILE_ERROR_AGAIN (flock()'s EWOULDBLOCK) for a
+ *   file another writer holds locked, the system's reason otherwise; a
  *   %MEMRES_ERROR_FORKED of a resource inherited through fork()) otherwise
  */
 gboolean

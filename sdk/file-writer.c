@@ -20,16 +20,18 @@ refuse (GError **error, const char *path, GFileError code, const char *why)
   return FALSE;
 }
 
-static const char *
-kind_of (mode_t mode)
+const char *
+memres_file_type_name (mode_t mode)
 {
+  if (S_ISDIR (mode))
+    return "a directory";
   if (S_ISFIFO (mode))
-    return "not a regular file but a FIFO: refused, to leave it as it is";
+    return "a FIFO";
   if (S_ISCHR (mode) || S_ISBLK (mode))
-    return "not a regular file but a device: refused, to leave it as it is";
+    return "a device";
   if (S_ISSOCK (mode))
-    return "not a regular file but a socket: refused, to leave it as it is";
-  return "not a regular file: refused, to leave it as it is";
+    return "a socket";
+  return "a file of another type";
 }
 
 /* Whether another writer holds @path locked with flock() (the log adaptor's log while a layer
@@ -91,10 +93,18 @@ memres_file_replace (const char *path, const char *contents, gssize length, GErr
       if (S_ISDIR (st.st_mode))
         return refuse (error, path, G_FILE_ERROR_ISDIR, "a directory");
       if (!S_ISREG (st.st_mode))
-        return refuse (error, path, G_FILE_ERROR_INVAL, kind_of (st.st_mode));
+        {
+          g_autofree char *why
+              = g_strdup_printf ("not a regular file but %s: refused, to leave it as it is",
+                                 memres_file_type_name (st.st_mode));
+
+          return refuse (error, path, G_FILE_ERROR_INVAL, why);
+        }
       mode = (int) (st.st_mode & 0777);
+      /* flock()'s EWOULDBLOCK: G_FILE_ERROR_AGAIN, as plugins/log/log.c refuses a second log
+       * layer on the file */
       if (is_locked (target != NULL ? target : path))
-        return refuse (error, path, G_FILE_ERROR_INVAL,
+        return refuse (error, path, g_file_error_from_errno (EWOULDBLOCK),
                        "a file another writer holds locked (a log layer writing its log, a "
                        "sleep's file): refused, to leave it as it is");
     }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <glib.h>
+#include <sys/types.h>
 
 G_BEGIN_DECLS
 
@@ -18,10 +19,17 @@ G_BEGIN_DECLS
  * - Anything else is refused and left as it is: a directory (G_FILE_ERROR_ISDIR), a FIFO, a
  *   device such as /dev/null, a socket (G_FILE_ERROR_INVAL: "not a regular file"), a link to
  *   nothing (G_FILE_ERROR_NOENT), a regular file another writer holds locked with flock(), a
- *   log layer's log or a sleep's file (G_FILE_ERROR_INVAL: renamed over, its writer would go on
- *   writing into a file no name reaches).
+ *   log layer's log or a sleep's file (G_FILE_ERROR_AGAIN, flock()'s EWOULDBLOCK, as a second
+ *   log layer on the file is refused: renamed over, its writer would go on writing into a file
+ *   no name reaches).
  * Other failures are the system's, as a #GFileError; every message names @path. */
 gboolean memres_file_replace (const char *path, const char *contents, gssize length,
                               GError **error);
+
+/* What a file of @mode (a stat()'s st_mode) that is not a regular file is, for a message: "a
+ * directory", "a FIFO", "a device" (character or block), "a socket", or "a file of another
+ * type". The one wording of the refusals of sdk/file-writer.c, the `memres` command's inputs
+ * (tools/input.c) and a sleep's file (core/sleep-contents.c). */
+const char *memres_file_type_name (mode_t mode);
 
 G_END_DECLS

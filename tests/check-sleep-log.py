@@ -9,6 +9,7 @@
 # bytes re-summed; `memres replay` accepts the log (the sleep, wake and segment lines read, not
 # replayed); `memres view` puts the sleeps and wakes among its marks. TAP output.
 # Usage: check-sleep-log.py MEMRES SLEEP-LOG
+import csv
 import json
 import os
 import re
@@ -31,7 +32,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 0, "the run sleeps and wakes under log: " + r.stderr.strip())
     with open(log) as f:
         header = f.readline().rstrip("\n")
-        rows = [line.rstrip("\n").split(",", 6) for line in f if line.strip()]
+        rows = [row for row in csv.reader(f) if row]
     check(header == "Thread,Time,Action,Pointer,Size,Stream,Tag", "the header has the Tag column")
     actions = [row[2] for row in rows]
     check(actions.count("allocate") == 3 and actions.count("free") == 3, "3 allocates, 3 frees")

@@ -11,6 +11,7 @@
 # allocate failure and out of memory names its stack ("sf") in the document's stackFrames, which
 # holds each frame once under its parent; a malformed Backtrace field is refused naming LOG:LINE
 # (MEMRES_ERROR_INVALID_ARGUMENT). TAP output. Usage: check-trace.py MEMRES STACK_SITES
+import csv
 import json
 import os
 import subprocess
@@ -28,14 +29,17 @@ def check(ok, what):
 
 def expected_tags(path):
     """Per tag ("" the untagged) the bytes live under it after each allocate and free of it, from
-    a CSV log with the Tag column (the last field, the rest of the line)."""
+    a CSV log with the Tag column (the last field: quoted by the log adaptor where it holds a
+    comma or a quote, as Python's csv module reads it; or, as older logs and the hand log below
+    write it, the rest of the line)."""
     live, used, series = {}, {}, {}
-    with open(path) as f:
+    with open(path, newline="") as f:
         assert f.readline().strip() == "Thread,Time,Action,Pointer,Size,Stream,Tag"
-        for line in f:
-            if not line.strip():
+        for row in csv.reader(f):
+            if not row:
                 continue
-            thread, time, action, pointer, size, stream, tag = line.rstrip("\n").split(",", 6)
+            thread, time, action, pointer, size, stream = row[:6]
+            tag = ",".join(row[6:])
             if action == "allocate":
                 live[pointer] = (int(size), tag)
                 used[tag] = used.get(tag, 0) + int(size)
@@ -54,10 +58,10 @@ def expected(path):
     live, used, counters, instants = {}, 0, [], {}
     with open(path) as f:
         tagged = f.readline().strip() == "Thread,Time,Action,Pointer,Size,Stream,Tag"
-        for line in f:
-            if not line.strip():
+        for row in csv.reader(f):
+            if not row:
                 continue
-            thread, time, action, pointer, size, stream = line.strip().split(",", 6)[:6]
+            thread, time, action, pointer, size, stream = row[:6]
             if action == "allocate":
                 live[pointer] = int(size)
                 used += int(size)
@@ -139,10 +143,11 @@ with tempfile.TemporaryDirectory() as d:
         check(r.returncode == 0, "memres alloc under tag %s through log:tags=true: %s" % (
             tag, r.stderr.strip()))
     with open(tagged) as f:
-        rows = [l.rstrip("\n").split(",", 6) for l in f][1:]
+        rows = list(csv.reader(f))[1:]
     check([(r[2], r[6]) for r in rows] ==
           [(a, t) for t in ("weights", "a,b", "", "weights") for a in ("allocate", "free")],
-          "the log adaptor writes each buffer's tag on its allocate and free: %s" % rows)
+          "the log adaptor writes each buffer's tag on its allocate and free, quoted where it "
+          "holds a comma, as Python's csv module reads it: %s" % rows)
     hand_tagged = os.path.join(d, "hand-tagged.csv")
     with open(hand) as f:
         hl = f.read().splitlines()

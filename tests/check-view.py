@@ -18,6 +18,7 @@
 # used block of its segment map shows its frames (the block's function innermost).
 # TAP output. Usage: check-view.py MEMRES STACK_SITES
 import bisect
+import csv
 import html
 import html.parser
 import json
@@ -136,8 +137,7 @@ def live_at(path, t):
     live, t0 = {}, None
     with open(path) as f:
         f.readline()
-        for n, line in enumerate(f, 2):
-            fields = line.rstrip("\n").split(",")
+        for n, fields in enumerate(csv.reader(f), 2):
             thread, tm, action, pointer, size, stream = fields[:6]
             h, m, sec = tm.split(":")
             us = (int(h) * 3600 + int(m) * 60) * 10**6 + round(float(sec) * 10**6)
@@ -158,8 +158,7 @@ def expected(path):
     live, sizes, marks, t0 = {}, [], [], None
     with open(path) as f:
         header = f.readline().strip()
-        for line in f:
-            fields = line.rstrip("\n").split(",")
+        for fields in csv.reader(f):  # the Tag quoted where it holds a comma or a quote
             thread, tm, action, pointer, size = fields[:5]
             tag = fields[6] if len(fields) == 7 else ""
             h, m, s = tm.split(":")
@@ -194,8 +193,7 @@ def layer_steps(path):
     T, V, live, t0, used = [], [], {}, None, 0
     with open(path) as f:
         f.readline()
-        for line in f:
-            fields = line.rstrip("\n").split(",")
+        for fields in csv.reader(f):
             tm, action, pointer, size = fields[1:5]
             h, m, s = tm.split(":")
             us = (int(h) * 3600 + int(m) * 60) * 10**6 + round(float(s) * 10**6)

@@ -11,6 +11,7 @@
 
 #include "testutil.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -117,8 +118,19 @@ test_backup_round_trip (void)
   g_clear_pointer (&mr, memres_resource_unref);
 }
 
+/* That MEMRES_SLEEP_ERROR_FILE @error gives the system's error @errsv: its reason and its
+ * number, "REASON (errno N)". */
+static void
+assert_errno_in (const GError *error, int errsv)
+{
+  g_autofree char *want = g_strdup_printf ("%s (errno %d)", g_strerror (errsv), errsv);
+
+  if (strstr (error->message, want) == NULL)
+    g_error ("\"%s\" not in: %s", want, error->message);
+}
+
 /* file: a round trip in a temporary directory; a missing or truncated file at the wake, and a
- * file that cannot be written at the sleep */
+ * file that cannot be written at the sleep (each system error by its reason and errno) */
 static void
 test_file_policy (void)
 {
@@ -154,6 +166,7 @@ test_file_policy (void)
   g_assert_false (memres_resource_sleep (mr, "sl-file", policy, NULL, &error));
   g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE);
   g_assert_nonnull (strstr (error->message, "/nonexistent-dir/x/weights.bin"));
+  assert_errno_in (error, ENOENT); /* the system's error, by its reason and its number */
   g_clear_error (&error);
   g_assert_false (memres_buffer_is_asleep (a));
   if (g_file_test ("/dev/full", G_FILE_TEST_EXISTS))
@@ -161,6 +174,7 @@ test_file_policy (void)
       g_assert_true (memres_sleep_policy_set_path (policy, "/dev/full", NULL));
       g_assert_false (memres_resource_sleep (mr, "sl-file", policy, NULL, &error));
       g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE);
+      g_assert_nonnull (strstr (error->message, "not a regular file (a device)"));
       g_clear_error (&error);
     }
   g_assert_false (memres_buffer_is_asleep (a));
@@ -176,6 +190,7 @@ test_file_policy (void)
   g_assert_false (memres_resource_wake (mr, "sl-file", NULL, &error));
   g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE);
   g_assert_nonnull (strstr (error->message, path));
+  assert_errno_in (error, ENOENT);
   g_clear_error (&error);
   g_assert_true (memres_buffer_is_asleep (a));
   g_assert_cmpint (live_handles (), ==, handles);
@@ -278,6 +293,12 @@ test_file_refusals (void)
   g_assert_true (g_file_get_contents (path, &saved, &saved_len, NULL));
   g_assert_cmpuint (saved_len, ==, 2 * MiB);
   assert_file_refused (mr, "sl-fb", path, "holds the contents of another sleep");
+  {
+    /* the lock another sleep holds: flock()'s EWOULDBLOCK, by its reason and its number */
+    g_autofree char *why = g_strdup_printf ("%s, errno %d)", g_strerror (EWOULDBLOCK), EWOULDBLOCK);
+
+    assert_file_refused (mr, "sl-fb", path, why);
+  }
   assert_file_refused (mr, "sl-fb", link, "holds the contents of another sleep");
   assert_file_refused (other_mr, "sl-fc", path, "holds the contents of another sleep");
   g_assert_true (g_file_get_contents (path, &after, &after_len, NULL));
@@ -299,7 +320,12 @@ test_file_refusals (void)
   limit.rlim_cur = MiB;
   signal (SIGXFSZ, SIG_IGN);
   g_assert_cmpint (setrlimit (RLIMIT_FSIZE, &limit), ==, 0);
-  assert_file_refused (mr, "sl-fa", small, "cannot write the sleep file");
+  {
+    g_autofree char *why = g_strdup_printf ("cannot write the sleep file \"%s\": %s (errno %d)",
+                                            small, g_strerror (EFBIG), EFBIG);
+
+    assert_file_refused (mr, "sl-fa", small, why);
+  }
   g_assert_cmpint (setrlimit (RLIMIT_FSIZE, &old_limit), ==, 0);
   signal (SIGXFSZ, SIG_DFL);
   mt_check_pattern (a, 0, 2 * MiB, 31, NULL);

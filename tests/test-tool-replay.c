@@ -532,15 +532,18 @@ test_replay_bad_logs (void)
   g_assert_cmpint (r.status, ==, 2);
   g_assert_nonnull (strstr (r.err, ":2: a NUL byte"));
   run_clear (&r);
-  /* what is not a regular file is not read (a device or a FIFO would never end) */
+  /* what is not a regular file is not read (a device or a FIFO would never end): GLib's file
+   * error, G_FILE_ERROR_ISDIR for a directory, G_FILE_ERROR_INVAL for the others */
   run_tool (&r, "replay", dir, "host", NULL);
   assert_one_error_line (&r);
   g_assert_cmpint (r.status, ==, 2);
-  g_assert_nonnull (strstr (r.err, "not a regular file"));
+  g_assert_nonnull (strstr (r.err, "not a regular file (a directory)"));
   run_clear (&r);
-  run_tool (&r, "replay", "/dev/zero", "host", NULL);
+  run_tool (&r, "replay", "--json", "/dev/zero", "host", NULL);
   g_assert_cmpint (r.status, ==, 2);
-  g_assert_nonnull (strstr (r.err, "not a regular file"));
+  g_assert_nonnull (strstr (r.err, "/dev/zero: not a regular file (a device)"));
+  g_assert_nonnull (strstr (r.out, "\"domain\": \"g-file-error-quark\",\n"));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_INVAL\",\n"));
   run_clear (&r);
   run_tool (&r, "replay", "/nonexistent/log.csv", "host", NULL);
   assert_one_error_line (&r);
@@ -1037,17 +1040,105 @@ test_trace_json (void)
   g_assert_nonnull (strstr (r.out, "missing.csv: No such file\""));
   g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
   run_clear (&r);
-  /* a directory is not a regular file */
+  /* a directory is not a regular file: G_FILE_ERROR_ISDIR, as the config file's */
   run_tool (&r, "--json", "trace", dir, NULL);
   g_assert_cmpint (r.status, ==, 2);
-  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
-  g_assert_nonnull (strstr (r.out, "not a regular file"));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_ISDIR\",\n"));
+  g_assert_nonnull (strstr (r.out, "not a regular file (a directory)"));
   run_clear (&r);
   run_tool (&r, "trace", "--json", log, "-o", log, NULL);
   g_assert_cmpint (r.status, ==, 2);
   g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
   g_assert_nonnull (strstr (r.out, "the trace would overwrite the log it is made from"));
   run_clear (&r);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+/* A tag with a comma and a quote: the log adaptor writes the Tag field quoted as RFC 4180
+ * quotes it ("a,b""c"), so that a CSV reader reads it whole; replay, view and trace read it
+ * back as the tag. A log quoted by another writer (every field, as a spreadsheet may save it)
+ * and an older log's unquoted last field with commas read as the same tag; a quoted field that
+ * does not close, or with bytes after its closing quote, is an invalid line (INVALID_ARGUMENT,
+ * exit status 2) naming the column. */
+static void
+test_quoted_tag (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-quoted-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "tagged.csv", NULL);
+  g_autofree char *hand = g_build_filename (dir, "hand.csv", NULL);
+  g_autofree char *bad = g_build_filename (dir, "bad.csv", NULL);
+  g_autofree char *page = g_build_filename (dir, "page.html", NULL);
+  g_autofree char *spec = g_strdup_printf ("log:path=%s,tags=true>host", log);
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  const struct
+  {
+    const char *field, *why;
+  } bad_tags[] = {
+    { "\"abc", ":2: invalid Tag: a quoted field without its closing quote" },
+    { "\"a\"b", ":2: invalid Tag: 'b' after its closing quote" },
+  };
+  Run r = { 0 };
+
+  run_tool (&r, "alloc", "-t", "a,b\"c", spec, "1MiB", NULL);
+  g_assert_cmpstr (r.err, ==, "");
+  g_assert_cmpint (r.status, ==, 0);
+  run_clear (&r);
+  g_assert_true (g_file_get_contents (log, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 4); /* header, allocate, free, "" */
+  g_assert_true (g_str_has_suffix (lines[1], ",1048576,0x0,\"a,b\"\"c\""));
+  g_assert_true (g_str_has_suffix (lines[2], ",1048576,0x0,\"a,b\"\"c\""));
+  run_tool (&r, "replay", log, "host", NULL);
+  g_assert_cmpstr (r.err, ==, "");
+  g_assert_cmpint (r.status, ==, 0);
+  run_clear (&r);
+  run_tool (&r, "view", log, "-o", page, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  run_clear (&r);
+  g_clear_pointer (&text, g_free);
+  g_assert_true (g_file_get_contents (page, &text, NULL, NULL));
+  g_assert_nonnull (strstr (text, "\"tag\":\"a,b\\\"c\",\"what\":\"used\",\"events\":2,"));
+  g_clear_pointer (&text, g_free);
+  run_tool (&r, "trace", log, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"name\": \"used bytes, tag a,b\\\"c\""));
+  run_clear (&r);
+  /* every field quoted, and the same tag unquoted as older logs wrote it: one tag */
+  g_assert_true (g_file_set_contents (
+      hand,
+      "Thread,Time,Action,Pointer,Size,Stream,Tag\n"
+      "\"1\",\"10:00:00.000000\",\"allocate\",\"0x1000\",\"64\",\"0x0\",\"x,\"\"y\"\"\"\n"
+      "1,10:00:00.000001,free,0x1000,64,0x0,x,\"y\"\n",
+      -1, NULL));
+  run_tool (&r, "view", hand, "-o", page, NULL);
+  g_assert_cmpstr (r.err, ==, "");
+  g_assert_cmpint (r.status, ==, 0);
+  run_clear (&r);
+  g_assert_true (g_file_get_contents (page, &text, NULL, NULL));
+  g_assert_nonnull (strstr (text, "\"tag\":\"x,\\\"y\\\"\",\"what\":\"used\",\"events\":2,"));
+  run_tool (&r, "replay", hand, "host", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  run_clear (&r);
+  for (gsize i = 0; i < G_N_ELEMENTS (bad_tags); i++)
+    {
+      g_autofree char *bad_text = g_strdup_printf ("Thread,Time,Action,Pointer,Size,Stream,Tag\n"
+                                                   "1,10:00:00.000000,allocate,0x1000,64,0x0,%s\n",
+                                                   bad_tags[i].field);
+
+      g_assert_true (g_file_set_contents (bad, bad_text, -1, NULL));
+      run_tool (&r, "replay", "--json", bad, "host", NULL);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 2);
+      g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-error-quark\",\n"));
+      g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
+      g_assert_nonnull (strstr (r.err, bad_tags[i].why));
+      run_clear (&r);
+    }
+  g_remove (bad);
+  g_remove (hand);
+  g_remove (page);
   g_remove (log);
   g_rmdir (dir);
 }
@@ -1070,6 +1161,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/trace/keeps-log", test_trace_keeps_log);
   g_test_add_func ("/tool/trace/json", test_trace_json);
   g_test_add_func ("/tool/log-lines-lost", test_log_lines_lost);
+  g_test_add_func ("/tool/replay/quoted-tag", test_quoted_tag);
   g_test_add_data_func ("/tool/json-log-on-stdout", "json", test_log_on_stdout);
   g_test_add_data_func ("/tool/text-log-on-stdout", NULL, test_log_on_stdout);
   return g_test_run ();

@@ -1,7 +1,8 @@
 /* log-csv.c: one line of the CSV log the `log` adaptor writes (plugins/log/log.c), read for
  * `memres replay`, `memres trace` and `memres view` (through log-walk.c): RMM's six columns, with
  * memres's extra actions (`out of memory`, `trim`, `sleep POLICY`, `wake POLICY`, `segment
- * mapped|grown|unmapping`) beside RMM's. */
+ * mapped|grown|unmapping`) beside RMM's; fields quoted as RFC 4180 quotes them (the Tag, where
+ * it holds a comma or a quote) read unquoted. */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -138,32 +139,91 @@ parse_hex (const char *text, guint64 *value)
          && g_ascii_string_to_unsigned (text + 2, 16, 0, G_MAXUINT64, value, NULL);
 }
 
+/* Splits @line in place into its fields as RFC 4180 reads them: a field that starts with '"'
+ * runs to its closing quote, a quote in it doubled (unquoted in place), and the closing quote
+ * ends the line or comes before a comma; any other field runs to the next comma, but the last of
+ * @want when @rest_last (the Tag) is the rest of the line, commas and all, as logs wrote a tag
+ * before the log adaptor quoted it. Returns the count of fields (@want + 1: more than @want), or
+ * 0 for a quoted field that is not one, *@bad its index and *@why what is wrong. */
+static guint
+split_fields (char *line, char **f, guint want, gboolean rest_last, guint *bad, char **why)
+{
+  char *p = line;
+  guint n = 0;
+
+  for (;;)
+    {
+      if (n == want)
+        return want + 1; /* a comma after the last field */
+      f[n++] = p;
+      if (*p == '"')
+        {
+          char *w = p, *r = p + 1;
+
+          for (;; r++)
+            {
+              if (*r == '\0')
+                {
+                  *bad = n - 1;
+                  *why = g_strdup ("a quoted field without its closing quote");
+                  return 0;
+                }
+              if (*r == '"' && *++r != '"')
+                break;
+              *w++ = *r;
+            }
+          if (*r != '\0' && *r != ',')
+            {
+              *bad = n - 1;
+              *why = g_strdup_printf ("'%c' after its closing quote (a comma or the end of the "
+                                      "line expected)",
+                                      g_ascii_isprint (*r) ? *r : '?');
+              return 0;
+            }
+          *w = '\0';
+          if (*r == '\0')
+            return n;
+          p = r + 1;
+          continue;
+        }
+      if (rest_last && n == want)
+        return n;
+      if ((p = strchr (p, ',')) == NULL)
+        return n;
+      *p++ = '\0';
+    }
+}
+
 gboolean
 memres_tool_parse_log_line (char *line, gboolean tagged, gboolean backtrace, MemresLogLine *out,
                             char **why)
 {
   guint want = 6 + (tagged ? 1 : 0) + (backtrace ? 1 : 0);
-  char *f[9];
-  guint n = 0;
-  char *p = line;
+  char *f[8];
+  guint n, bad = 0;
   g_autofree char *shown = NULL;
 
-  /* split in place at every comma: no field of the log holds one, but the Tag, the last, may
-   * (a tag's name is any printable UTF-8): it is the rest of the line */
-  f[n++] = p;
-  while (n < want && (p = strchr (p, ',')) != NULL)
+  /* no field the log adaptor writes holds a comma or a quote but the Tag, the last (a tag's
+   * name is any printable UTF-8), which it quotes then; a field quoted by another writer (a
+   * spreadsheet that saved the log) is read as well */
+  if ((n = split_fields (line, f, want, tagged, &bad, why)) == 0)
     {
-      *p++ = '\0';
-      f[n++] = p;
+      static const char *const names[]
+          = { "Thread", "Time", "Action", "Pointer", "Size", "Stream" };
+      g_autofree char *what = g_steal_pointer (why);
+
+      *why = g_strdup_printf ("invalid %s: %s",
+                              bad < G_N_ELEMENTS (names)                 ? names[bad]
+                              : bad == G_N_ELEMENTS (names) && backtrace ? "Backtrace"
+                                                                         : "Tag",
+                              what);
+      return FALSE;
     }
-  if (n == want && !tagged && strchr (f[n - 1], ',') != NULL)
-    n = G_N_ELEMENTS (f);
   if (n != want)
     {
       *why = g_strdup_printf ("expected %u fields (" MEMRES_LOG_HEADER "%s%s), found %s%u", want,
                               backtrace ? ",Backtrace" : "", tagged ? ",Tag" : "",
-                              n == G_N_ELEMENTS (f) ? "more than " : "",
-                              n == G_N_ELEMENTS (f) ? want : n);
+                              n > want ? "more than " : "", n > want ? want : n);
       return FALSE;
     }
   out->thread = f[0];

@@ -95,8 +95,9 @@ gboolean memres_tool_output_is_input (const char *output, const char *input, con
 
 /* log-csv.c: the CSV log of the `log` adaptor (plugins/log/log.c). Its header, RMM's columns
  * (memres_tool_log_header_ok() also takes them followed by ",Tag", `log:tags=true`, and says so
- * in @tagged: each line then has a seventh field, the rest of the line, the allocation's tag,
- * empty for none; @tag is "" in a log of six columns); a
+ * in @tagged: each line then has a seventh field, the allocation's tag, empty for none: quoted
+ * as RFC 4180 quotes a field where it holds a comma or a quote, or, as older logs wrote it, the
+ * rest of the line; any field quoted so is read unquoted; @tag is "" in a log of six columns); a
  * line's actions: RMM's four, then memres's (an allocation that ran out of memory, a trim with
  * the bytes kept as its Size and Pointer 0x0; `sleep POLICY` and `wake POLICY` with the bytes put
  * to sleep or woken as Size, Pointer 0x0, the tag in the Tag column; `segment mapped`, `segment

@@ -186,6 +186,9 @@ memres_tool_fail (const GError *error)
            || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_INVAL)
            /* a log adaptor's path that is a FIFO without a reader */
            || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NXIO)
+           /* a log's path or an -o FILE that another writer holds locked with flock() (a log
+            * layer writing it, a sleep's file): EWOULDBLOCK */
+           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_AGAIN)
            || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_LOOP)
            || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NAMETOOLONG))
     status = 2;

@@ -65,7 +65,9 @@ G_BEGIN_DECLS
  *   (sleep: nothing was put to sleep) or read back whole (wake: everything still sleeps); or it
  *   is not a regular file (a FIFO, a device such as /dev/null, a directory) or holds the
  *   contents of another sleep until its wake (sleep: refused, the file untouched); the message
- *   names the file and the reason
+ *   names the file and the reason, and for an error of the system (a call on the file that
+ *   failed, the lock another sleep holds) its errno: "REASON (errno N)", as g_strerror() and
+ *   errno give them
  * @MEMRES_SLEEP_ERROR_BUSY: another thread is putting the same tag of the same resource to
  *   sleep or waking it; or memres_buffer_close() of a buffer of a tag from a segment event
  *   callback inside the sleep or wake of that tag, on the same thread (the buffer stays open)

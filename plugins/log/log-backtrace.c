@@ -4,8 +4,9 @@
  * (every frame up to the outermost one in libmemres or in this plugin: the stack starts at the
  * caller of memres_resource_allocate()), at most LOG_BACKTRACE_FRAMES frames, each symbolized as
  * glibc's backtrace_symbols() writes it ("object(function+0xoffset) [0xaddress]") and cut at
- * LOG_FRAME_MAX bytes; innermost first, separated by ';', with '%', ',', ';' and the control
- * bytes of a frame written %XX (two upper-case hex digits), so that the field holds no comma and
+ * LOG_FRAME_MAX bytes; innermost first, separated by ';', with '%', ',', ';', '"' and the control
+ * bytes of a frame written %XX (two upper-case hex digits), so that the field holds no comma nor
+ * quote (a CSV reader takes it as it is: RFC 4180 quotes only the Tag) and
  * a reader splits it at every ';' (tools/log-csv.c reads it back). A frame's text is kept by
  * its address, process-wide, once symbolized (backtrace_symbols() looks each frame's symbol up
  * in its object's table: most of the cost), up to CACHE_MAX frames; the table is emptied when an
@@ -100,7 +101,7 @@ append_frame (GString *out, const char *text)
     {
       guchar c = (guchar) text[i];
 
-      if (c == '%' || c == ',' || c == ';' || c < 0x20 || c == 0x7f)
+      if (c == '%' || c == ',' || c == ';' || c == '"' || c < 0x20 || c == 0x7f)
         g_string_append_printf (out, "%%%02X", c);
       else
         g_string_append_c (out, (char) c);

@@ -31,11 +31,12 @@
  * `memres replay LOG SPEC` replays such a file. With `tags=true` a seventh column, Tag, follows
  * RMM's six (which RMM's readers read as before): the tag of the buffer each allocate, failure
  * and free is for (memres_allocation_get_tag(), MEMRES_KIND_TAGGED), empty for none and for a
- * trim; the tag is the last field and may hold commas. With `backtrace=true` a column Backtrace
+ * trim; the tag is the last field, quoted as RFC 4180 quotes a field (in double quotes, a quote
+ * doubled) where it holds a comma or a quote. With `backtrace=true` a column Backtrace
  * comes after Stream (before Tag, which stays last): for an allocate, an allocate failure and an
  * out of memory, the allocating call stack (log-backtrace.c: memres's own frames left out, at
  * most 32 frames as glibc's backtrace_symbols() writes them, innermost first, separated by ';',
- * '%', ',', ';' and control bytes written %XX), empty on the other lines; it costs a
+ * '%', ',', ';', '"' and control bytes written %XX), empty on the other lines; it costs a
  * backtrace() per allocation and a backtrace_symbols() per frame not seen before
  * (bench/RESULTS.md). Two more of memres's actions tell of sleep and wake (memres-sleep.h), through
  * the layer's sleep and wake slots, which pass the call to the upstream and, once it succeeded,
@@ -69,7 +70,7 @@
 #include <unistd.h>
 
 #define LOG_HEADER      "Thread,Time,Action,Pointer,Size,Stream"
-#define LOG_LINE_MAX    (160 + MEMRES_TAG_NAME_MAX)
+#define LOG_LINE_MAX    (160 + 2 * MEMRES_TAG_NAME_MAX + 2) /* the Tag quoted */
 #define LOG_BUFFER_SIZE (64 * 1024)
 
 /* The writer of one log: the layer's private data points to it. The layer holds a reference,
@@ -216,8 +217,9 @@ append_fits (const struct stat *st, const char *path, const char *header, GError
  * only where its header is @header: append_fits()) or a character device such as /dev/null. Opened
  * without blocking, so that a FIFO (whose open would wait for a reader) is refused instead, as is
  * anything else. A file that cannot be opened, truncated or be a log is G_FILE_ERROR (the code
- * of the system's error; G_FILE_ERROR_INVAL for one of another type); a file another layer
- * writes and one append=true cannot add to, MEMRES_ERROR_INVALID_ARGUMENT (the spec's fault).
+ * of the system's error; G_FILE_ERROR_INVAL for one of another type; G_FILE_ERROR_AGAIN, flock()'s
+ * EWOULDBLOCK, for a file another layer writes); one append=true cannot add to,
+ * MEMRES_ERROR_INVALID_ARGUMENT (the spec's fault).
  * Returns the descriptor, or -1. */
 static int
 open_log (const char *path, gboolean append, const char *header, gboolean *empty, GError **error)
@@ -256,7 +258,9 @@ open_log (const char *path, gboolean append, const char *header, gboolean *empty
    * descriptor is open (until the layer's writer goes), taken before the file is truncated. */
   if (S_ISREG (st.st_mode) && flock (fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+      /* the system's error, as for a file that cannot be opened: G_FILE_ERROR_AGAIN, the file
+       * busy while its writer lives (sdk/file-writer.c refuses a locked file the same way) */
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (EWOULDBLOCK),
                    "kind \"log\": \"%s\" is the file of another log layer (of this stack, "
                    "another one, or another process) that is writing it: two layers would "
                    "overwrite each other's lines; give each its own file",
@@ -482,6 +486,28 @@ log_finalize (MemresResource *mr)
   log_unref (self);
 }
 
+/* The Tag field of @tag as RFC 4180 writes it: @tag itself, or where it holds a comma, a quote
+ * or a line break (a tag holds no control byte, but the field is made right for any), @tag in
+ * quotes with each quote doubled, in @buf (of 2 * strlen (@tag) + 3 bytes at least). */
+static const char *
+csv_field (const char *tag, char *buf)
+{
+  char *w = buf;
+
+  if (tag[strcspn (tag, ",\"\r\n")] == '\0')
+    return tag;
+  *w++ = '"';
+  for (const char *r = tag; *r != '\0'; r++)
+    {
+      if (*r == '"')
+        *w++ = '"';
+      *w++ = *r;
+    }
+  *w++ = '"';
+  *w = '\0';
+  return buf;
+}
+
 /* The line's local time of day comes from the offset of the local time from UTC, asked of
  * localtime_r() once an hour under the layer's lock: glibc's localtime_r() takes a process-wide
  * lock that a fork() leaves taken in the child when another thread was inside it, and the
@@ -490,10 +516,14 @@ static int
 format_line (LogResource *self, char *line, gsize max, const char *action, guint64 address,
              gsize size, MemresStream stream, const char *backtrace, const char *tag)
 {
+  const char *tag_field = NULL;
   gint64 now = g_get_real_time ();
   time_t secs = (time_t) (now / G_USEC_PER_SEC);
   gint64 local, hour = (gint64) secs / 3600 + 1;
   struct tm tm;
+  /* a tag's name is at most MEMRES_TAG_NAME_MAX bytes: its field quoted fits */
+  char quoted[2 * MEMRES_TAG_NAME_MAX + 3];
+  g_autofree char *long_quoted = NULL;
 
   if (__atomic_load_n (&self->zone_hour, __ATOMIC_ACQUIRE) != hour)
     {
@@ -504,6 +534,13 @@ format_line (LogResource *self, char *line, gsize max, const char *action, guint
       g_mutex_unlock (&self->lock);
     }
   local = (gint64) secs + __atomic_load_n (&self->zone_offset, __ATOMIC_RELAXED);
+  if (self->tags && tag != NULL)
+    {
+      gsize len = strlen (tag);
+
+      tag_field = csv_field (
+          tag, 2 * len + 3 <= sizeof quoted ? quoted : (long_quoted = g_malloc (2 * len + 3)));
+    }
   return g_snprintf (line, max,
                      "%ld,%02d:%02d:%02d.%06d,%s,0x%" G_GINT64_MODIFIER "x,%" G_GSIZE_FORMAT
                      ",0x%" G_GINT64_MODIFIER "x%s%s%s%s\n",
@@ -511,7 +548,7 @@ format_line (LogResource *self, char *line, gsize max, const char *action, guint
                      (int) (local / 60 % 60), (int) (local % 60), (int) (now % G_USEC_PER_SEC),
                      action, address, size, (guint64) (guintptr) stream, self->backtrace ? "," : "",
                      backtrace != NULL ? backtrace : "", self->tags ? "," : "",
-                     self->tags && tag != NULL ? tag : "");
+                     self->tags && tag != NULL ? tag_field : "");
 }
 
 /* Writes one line (@backtrace: its Backtrace field, or NULL for an empty one). An allocate
