@@ -438,6 +438,10 @@ void arena_heap_clear (Arena *self);
 void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag,
                         CacheEvent *event);
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
+gboolean arena_heap_window (Arena *self, Range *r, guint64 size, guint tag, gboolean at_end,
+                            guint64 *addr);
+Range *arena_heap_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag,
+                               guint64 *addr);
 Range *arena_heap_range_at (Arena *self, guint64 a);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 guint64 arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size);
