@@ -476,6 +476,8 @@ gboolean arena_park (Arena *self, guint64 addr, guint64 size, MemresStream strea
 gboolean arena_park_take (Arena *self, guint64 size, MemresStream stream, guint tag, guint64 *addr,
                           gboolean *seen);
 void arena_park_flush (Arena *self);
+gboolean arena_park_miss_place (Arena *self, guint64 size, MemresStream stream, guint tag,
+                                guint64 *addr);
 
 /* arena-snapshot.c: the snapshot slot */
 void arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer);
