@@ -8,9 +8,8 @@
  * of that size (rounded, arena_round()) on S, for the tag its granules serve, takes it back: no
  * heap work, no mapping change, no driver call (arena_park_take()). A large allocation on S that
  * no parked extent serves, while one or two are parked, is placed without a flush where that
- * needs no driver call
- * (arena_park_miss_place(): a free range of S's own of its size, or settled bytes in mapped
- * granules), so that parked extents of other sizes stay. Any other placement (a large
+ * needs no driver call (arena_park_miss_place(): a free range of S's own of its size, or
+ * settled bytes in mapped granules), so that the parked ones stay. Any other placement (a large
  * allocation of another size or stream, a slab) first flushes every parked extent into the heap
  * (arena_park_flush(), oldest first, coalesced as the close did before): a placement sees every
  * free byte, as it did without parking, so parking never makes the arena create, remap or lend
@@ -158,7 +157,7 @@ place_backed (Arena *self, guint64 size, MemresStream stream, guint tag, guint64
     return FALSE;
   *addr = arena_heap_take_at (self, r, at, size);
   arena_span_serve (self, *addr, size, tag);
-  /* every granule mapped: no driver call, no lending (lend_stream is not set) */
+  /* every granule mapped: no driver call, no lending (lend_stream is not set), cannot fail */
   return arena_span_hold (self, *addr, size, NULL);
 }
 
