@@ -211,7 +211,8 @@ allocate_large (Arena *self, gsize size, MemresStream stream, guint tag, MemresA
   /* park=true: an extent of this size parked by a close on this stream, taken back as it is
    * (arena-park.c); else placed, and when the size was closed before (a repeating step's),
    * lending nothing to an address whose memory was lent away before (arena-park.c's top) */
-  if (!(ok = self->park && arena_park_take (self, rounded, s, tag, &addr, &seen)))
+  if (!(ok = self->park && arena_park_take (self, rounded, s, tag, &addr, &seen))
+      && !(ok = arena_park_miss_place (self, rounded, s, tag, &addr)))
     {
       self->no_lend = seen;
       ok = extent_new_or_flush (self, rounded, FALSE, s, tag, &addr, error);

@@ -270,8 +270,8 @@ window_serves (Arena *self, guint64 a, guint64 size, guint64 lo, guint64 hi, gui
 /* A window of @size bytes in @r that may serve @tag: its start (@at_end: its end) when that
  * serves, else the other end, else one starting or ending at a granule boundary inside it.
  * FALSE when none does. */
-static gboolean
-range_window (Arena *self, Range *r, guint64 size, guint tag, gboolean at_end, guint64 *addr)
+gboolean
+arena_heap_window (Arena *self, Range *r, guint64 size, guint tag, gboolean at_end, guint64 *addr)
 {
   guint64 lo = r->addr, hi = r->addr + r->size, mask = self->granularity - 1;
   guint64 cand[4] = { at_end ? hi - size : lo, at_end ? lo : hi - size, (lo + mask) & ~mask,
@@ -288,9 +288,10 @@ range_window (Arena *self, Range *r, guint64 size, guint tag, gboolean at_end, g
 }
 
 /* arena_heap_best_fit() for tag @tag: the smallest free range of stream @stream with a window
- * that may serve @tag (range_window(), preferring its start), that window's address in *@addr. */
-static Range *
-best_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag, guint64 *addr)
+ * that may serve @tag (arena_heap_window(), its start preferred), the window's address in *@addr.
+ */
+Range *
+arena_heap_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag, guint64 *addr)
 {
   Range key = { 0, size, stream };
   GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
@@ -301,7 +302,7 @@ best_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag, gui
 
       if (r->tag != stream)
         break;
-      if (range_window (self, r, size, tag, FALSE, addr))
+      if (arena_heap_window (self, r, size, tag, FALSE, addr))
         return r;
     }
   return NULL;
@@ -619,7 +620,7 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
     {
       guint64 mine_at = 0, any_at = 0;
       Range *mine = tag != NULL && tag != CU_STREAM_PER_THREAD
-                        ? best_fit_serving (self, tag, size, owner, &mine_at)
+                        ? arena_heap_fit_serving (self, tag, size, owner, &mine_at)
                         : NULL;
       Range *any;
 
@@ -644,7 +645,7 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
           settled = TRUE;
           continue;
         }
-      any = best_fit_serving (self, NULL, size, owner, &any_at);
+      any = arena_heap_fit_serving (self, NULL, size, owner, &any_at);
       if (mine != NULL && (any == NULL || mine->size <= any->size))
         {
           *addr = arena_heap_take_at (self, mine, mine_at, size);
@@ -713,7 +714,7 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
                || arena_span_unbacked (self, any->addr + any->size - size, size)
                       < arena_span_unbacked (self, any->addr, size);
       /* that end, or the other, or a window at a granule boundary that may serve @owner */
-      range_window (self, any, size, owner, at_end, &any_at);
+      arena_heap_window (self, any, size, owner, at_end, &any_at);
       *addr = arena_heap_take_at (self, any, any_at, size);
       arena_span_serve (self, *addr, size, owner); /* before the granules' "mapped" events */
       self->lend_lo = *addr;

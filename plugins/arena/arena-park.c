@@ -6,7 +6,10 @@
  * streams) is not inserted into the heap (arena-heap.c) at once: it is parked, as it is, on the
  * list of its size (ParkedList, a hash table by size, newest first). The next large allocation
  * of that size (rounded, arena_round()) on S, for the tag its granules serve, takes it back: no
- * heap work, no mapping change, no driver call (arena_park_take()). Any other placement (a large
+ * heap work, no mapping change, no driver call (arena_park_take()). A large allocation on S that
+ * no parked extent serves, while one or two are parked, is placed without a flush where that
+ * needs no driver call (arena_park_miss_place(): a free range of S's own of its size, or
+ * settled bytes in mapped granules), so that the parked ones stay. Any other placement (a large
  * allocation of another size or stream, a slab) first flushes every parked extent into the heap
  * (arena_park_flush(), oldest first, coalesced as the close did before): a placement sees every
  * free byte, as it did without parking, so parking never makes the arena create, remap or lend
@@ -125,6 +128,63 @@ arena_park_take (Arena *self, guint64 size, MemresStream stream, guint tag, guin
       return TRUE;
     }
   return FALSE;
+}
+
+/* A new extent of @size bytes for tag @tag on @stream placed only where it needs no driver call,
+ * no settle and no lending: a free range of the stream's own of exactly @size bytes (its bytes
+ * held, its granules mapped), else a window at either end of the best-fit settled range that
+ * lies in mapped granules (idle ones held again, arena_span_hold()). FALSE, nothing changed,
+ * when neither serves. (Taking part of a larger range of the stream's own as well left the
+ * resnet18 replay of tests/test-arena-steps.c without a fixed point: 41 cuMemMap at its 8th
+ * step.) */
+static gboolean
+place_backed (Arena *self, guint64 size, MemresStream stream, guint tag, guint64 *addr)
+{
+  guint64 at;
+  Range *r;
+
+  if ((r = arena_heap_fit_serving (self, stream, size, tag, &at)) != NULL && r->size == size)
+    {
+      *addr = arena_heap_take_at (self, r, at, size);
+      arena_span_serve (self, *addr, size, tag);
+      return TRUE;
+    }
+  if ((r = arena_heap_fit_serving (self, NULL, size, tag, &at)) == NULL)
+    return FALSE;
+  if (arena_span_unbacked (self, at, size) > 0
+      && (!arena_heap_window (self, r, size, tag, TRUE, &at)
+          || arena_span_unbacked (self, at, size) > 0))
+    return FALSE;
+  *addr = arena_heap_take_at (self, r, at, size);
+  arena_span_serve (self, *addr, size, tag);
+  /* every granule mapped: no driver call, no lending (lend_stream is not set), cannot fail */
+  return arena_span_hold (self, *addr, size, NULL);
+}
+
+/* The most extents parked for which a miss is placed without a flush (arena_park_miss_place()) */
+#define MISS_KEEP_MAX 2
+
+/* A large allocation of @size bytes (a multiple of ARENA_ALIGN) on @stream (normalized) for tag
+ * @tag that no parked extent served, while one or two extents are parked (MISS_KEEP_MAX): placed
+ * without flushing them where that needs no driver call (place_backed()), so that they stay for
+ * their sizes' next allocations, and no memory is created or mapped while they are parked. A
+ * loop of up to three large sizes on one stream, each freed before the next is allocated
+ * (bench/interop.py's empty-del), otherwise flushed every parked extent and placed at every
+ * allocation: no park hit, a legacy-stream event recorded every 4th 16 MiB close
+ * (/arena/steps/empty-del). With more parked (a training step's), a miss flushes: placing
+ * them without a flush too (any number parked, or 4) slowed the resnet18 step's convergence
+ * with the device catching up every 20 ops (/arena/steps/resnet18-lagged: memory mapped until
+ * step 23, 427 granules remapped, against step 11 and 310 without any such placement and step 4
+ * and 154 with at most 2 or 3 parked). FALSE (nothing changed) when parking is off, nothing or
+ * more than MISS_KEEP_MAX is parked, settle=eager (whose placements settle first), or no such
+ * range fits: the caller flushes and places (arena-alloc.c). */
+gboolean
+arena_park_miss_place (Arena *self, guint64 size, MemresStream stream, guint tag, guint64 *addr)
+{
+  if (!self->park || self->n_parked == 0 || self->n_parked > MISS_KEEP_MAX || self->eager_settle
+      || stream == NULL || stream == CU_STREAM_PER_THREAD)
+    return FALSE;
+  return place_backed (self, size, stream, tag, addr);
 }
 
 /* Whether [addr, addr + size) lies in a granule that is a shared granule's donor

@@ -438,6 +438,10 @@ void arena_heap_clear (Arena *self);
 void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag,
                         CacheEvent *event);
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
+gboolean arena_heap_window (Arena *self, Range *r, guint64 size, guint tag, gboolean at_end,
+                            guint64 *addr);
+Range *arena_heap_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag,
+                               guint64 *addr);
 Range *arena_heap_range_at (Arena *self, guint64 a);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 guint64 arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size);
@@ -472,6 +476,8 @@ gboolean arena_park (Arena *self, guint64 addr, guint64 size, MemresStream strea
 gboolean arena_park_take (Arena *self, guint64 size, MemresStream stream, guint tag, guint64 *addr,
                           gboolean *seen);
 void arena_park_flush (Arena *self);
+gboolean arena_park_miss_place (Arena *self, guint64 size, MemresStream stream, guint tag,
+                                guint64 *addr);
 
 /* arena-snapshot.c: the snapshot slot */
 void arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer);
