@@ -71,6 +71,7 @@ typedef struct
   gboolean described; /* its kind has the snapshot slot */
   GArray *segments;   /* MemresSegment */
   MemresSnapshotLayer l;
+  GVariant *counters; /* the kind's own counters (a{sv}), or NULL: a kind without the slot */
   guint64 free_bytes, largest_free;
   gboolean largest_known; /* every free block of the layer is in @l.blocks */
 } Layer;
@@ -311,6 +312,9 @@ layer_read (Layer *l, MemresResource *mr)
   l->own_stats = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_stats), FALSE) == mr
                  && memres_resource_get_stats (mr, &l->stats, NULL);
   l->segments = _memres_segments_copy (mr);
+  /* the layer's own counters only: an adaptor without the slot would show its upstream's */
+  if (mr->ops->get_counters != NULL && !_memres_resource_is_inherited (mr))
+    l->counters = memres_resource_get_counters (mr, NULL);
   if (mr->ipc != NULL && mr->ipc->hooks->snapshot != NULL)
     mr->ipc->hooks->snapshot (mr, &l->l);
   l->described = mr->ops->snapshot != NULL && !_memres_resource_is_inherited (mr);
@@ -535,6 +539,7 @@ layer_clear (Layer *l)
   g_array_unref (l->l.stack_refs);
   g_array_unref (l->l.stack_frames);
   g_free (l->l.unseen);
+  g_clear_pointer (&l->counters, g_variant_unref);
 }
 
 static const char *
@@ -590,6 +595,38 @@ static double
 fragmentation (guint64 largest, guint64 free_bytes)
 {
   return free_bytes == 0 ? 0.0 : 1.0 - (double) largest / (double) free_bytes;
+}
+
+/* The member "counters": the kind's counters (memres_resource_get_counters()) whose values are
+ * numbers, booleans or strings, by name; the others (a `cache`'s per-class array) are left out. */
+static void
+write_counters (MemresJson *json, GVariant *counters)
+{
+  GVariantIter iter;
+  const char *name;
+  GVariant *v;
+
+  memres_json_begin_object (json, "counters");
+  g_variant_iter_init (&iter, counters);
+  while (g_variant_iter_next (&iter, "{&sv}", &name, &v))
+    {
+      if (g_variant_is_of_type (v, G_VARIANT_TYPE_UINT64))
+        memres_json_uint (json, name, g_variant_get_uint64 (v));
+      else if (g_variant_is_of_type (v, G_VARIANT_TYPE_UINT32))
+        memres_json_uint (json, name, g_variant_get_uint32 (v));
+      else if (g_variant_is_of_type (v, G_VARIANT_TYPE_INT64))
+        memres_json_int (json, name, g_variant_get_int64 (v));
+      else if (g_variant_is_of_type (v, G_VARIANT_TYPE_INT32))
+        memres_json_int (json, name, g_variant_get_int32 (v));
+      else if (g_variant_is_of_type (v, G_VARIANT_TYPE_DOUBLE))
+        memres_json_double (json, name, g_variant_get_double (v));
+      else if (g_variant_is_of_type (v, G_VARIANT_TYPE_BOOLEAN))
+        memres_json_bool (json, name, g_variant_get_boolean (v));
+      else if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING))
+        memres_json_string (json, name, g_variant_get_string (v, NULL));
+      g_variant_unref (v);
+    }
+  memres_json_end_object (json);
 }
 
 static void
@@ -674,6 +711,8 @@ write_layer (MemresJson *json, const Layer *l, guint position)
       memres_json_uint (json, f->name, f->value);
     }
   memres_json_end_object (json);
+  if (l->counters != NULL)
+    write_counters (json, l->counters);
   memres_json_end_object (json);
 }
 

@@ -38,6 +38,21 @@ sk_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   memres_snapshot_set_unseen (layer, "what the test kind hides");
 }
 
+/* The kind's own counters: a number, a boolean, a string, and an array the snapshot leaves out. */
+static gboolean
+sk_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
+{
+  guint64 pairs[2] = { 1, 2 };
+
+  g_variant_dict_insert (counters, "granules_remapped", "t", (guint64) 17);
+  g_variant_dict_insert (counters, "degraded", "b", TRUE);
+  g_variant_dict_insert (counters, "write_error", "s", "disk \"full\"");
+  g_variant_dict_insert_value (counters, "classes",
+                               g_variant_new_fixed_array (G_VARIANT_TYPE_UINT64, pairs,
+                                                          G_N_ELEMENTS (pairs), sizeof (guint64)));
+  return TRUE;
+}
+
 /* The call stacks a slot adds: frames of this program (the address of a function of it) and of
  * libmemres (the address of memres_resource_snapshot). */
 G_GNUC_NO_INLINE void stack_test_site (void);
@@ -83,6 +98,7 @@ register_kinds (void)
     .allocate = tp_allocate,
     .deallocate = tp_deallocate,
     .query = tp_query,
+    .get_counters = sk_get_counters,
     .snapshot = sk_snapshot,
   };
   static MemresResourceOps without_slot = {
@@ -186,6 +202,14 @@ test_described (void)
                         "          \"size\": 8192");
   assert_contains (doc, "\"granularity\": 4096");
   assert_contains (doc, "\"odd \\\"name\\\"\": 7");
+  /* the kind's counters after its figures, the array left out, the core's own among them */
+  assert_contains (doc, "\"counters\": {");
+  assert_contains (doc, "\"granules_remapped\": 17");
+  assert_contains (doc, "\"degraded\": true");
+  assert_contains (doc, "\"write_error\": \"disk \\\"full\\\"\"");
+  assert_contains (doc, "\"contract_breaches\": 0");
+  g_assert_null (strstr (doc, "\"classes\""));
+  g_assert_true (strstr (doc, "\"figures\"") < strstr (doc, "\"counters\""));
 }
 
 /* Without the slot (and with a table too old to have it): what the core knows, and that the
@@ -212,6 +236,7 @@ test_not_described (void)
       assert_contains (doc, "\"largest_free\": null");
       assert_contains (doc, "\"blocks\": []");
       g_assert_null (strstr (doc, "0x10000"));
+      g_assert_null (strstr (doc, "\"counters\"")); /* no counters slot: no member */
       mt_close_ok (buf, NULL);
     }
 }
