@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch with memres as its allocator against torch's own caching allocator, in one run.
 
-  bench/interop.py [--quick] [--reps N] [--json FILE]
+  bench/interop.py [--quick] [--reps N] [--json FILE] [--torch-conf CONF]
 
 torch's allocator can only be chosen before the first CUDA allocation of a process, so the
 script starts two workers, one per allocator (libmemres-allocator through
@@ -9,7 +9,18 @@ torch.cuda.memory.CUDAPluggableAllocator, resource from MEMRES_ALLOCATOR_RESOURC
 library's default), and asks them in turn, repetition by repetition, to time:
   resnet18-step  one training step (forward, backward, SGD) of torchvision's resnet18 (or the
                  inline resnet18-like net of tests/python) on a batch of 32 3x224x224 images
+  resnet18-gpu   the same steps' time on the device: CUDA events recorded on the current
+                 stream before and after each step (the kernels and the gaps between them)
+  resnet18-host  the same steps' host time: until step() returns, before the synchronize (the
+                 launches and the allocator's calls; above resnet18-gpu the step waits for them)
+                 (--json also keeps every step's time, and for memres what each step made the
+                 resource do: its snapshot's counters, granules created and remapped, settles...)
+  resnet18-kernels  with --kernels: the sum of the step's kernel and copy times on the device
+                 (torch.profiler, 5 steps a repetition); resnet18-gpu above it is the time the
+                 device waited between them
   empty-del      torch.empty(n, device="cuda") then del, n cycling 1 KiB .. 16 MiB (per pair)
+--torch-conf CONF adds a third worker, torch's allocator under PYTORCH_CUDA_ALLOC_CONF=CONF
+(expandable_segments:True, say), reported against torch's default the same way.
 Each repetition gives a median per worker; the memres/torch ratio is the median over the
 repetitions of memres's median over torch's in the same repetition (paired), with its
 quartiles. Prints a Markdown table for bench/RESULTS.md.
@@ -32,8 +43,35 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python", "package", "frame
 SIZES = [1 << 10, 1 << 16, 1 << 20, 1 << 24]
 
 
+COUNTED = ("granules_created", "granules_remapped", "granules_released", "settles", "misses",
+           "park_hits", "park_flushes", "hits")
+
+
+def snapshot_counters(alloc):
+    """The counters of every layer of the shim's device-0 resource that has some (the snapshot's
+    "counters", docs/snapshot.md), summed by name over the layers, the ones in COUNTED only."""
+    import ctypes
+    libm = ctypes.CDLL(os.environ.get("MEMRES_LIBMEMRES") or "libmemres.so")
+    libm.memres_resource_snapshot.restype = ctypes.c_void_p
+    libm.memres_resource_snapshot.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    glib = ctypes.CDLL("libglib-2.0.so.0")
+    glib.g_free.argtypes = [ctypes.c_void_p]
+    text = libm.memres_resource_snapshot(alloc.resource(0), None)
+    if not text:
+        return {}
+    doc = json.loads(ctypes.string_at(text).decode())
+    glib.g_free(text)
+    out = {}
+    for layer in doc["layers"]:
+        for name, value in layer.get("counters", {}).items():
+            if name in COUNTED:
+                out[name] = out.get(name, 0) + value
+    return out
+
+
 def worker(kind, quick):
     import torch
+    alloc = None
     if kind == "memres":
         from memres_interop import Allocator
         alloc = Allocator()
@@ -55,15 +93,37 @@ def worker(kind, quick):
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
 
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
     def resnet(n):
-        times = []
+        times, gpu, host, counts = [], [], [], []
+        before = snapshot_counters(alloc) if alloc else {}
         for _ in range(n):
             torch.cuda.synchronize()
             t = time.perf_counter()
+            start.record()
             step()
+            end.record()
+            host.append(time.perf_counter() - t)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t)
-        return statistics.median(times) * 1e3  # ms
+            gpu.append(start.elapsed_time(end))
+            if alloc:  # what the step made the resource do (outside the timed part)
+                now = snapshot_counters(alloc)
+                counts.append({k: v - before.get(k, 0) for k, v in now.items()
+                               if v != before.get(k, 0)})
+                before = now
+        return (statistics.median(times) * 1e3, statistics.median(gpu),
+                statistics.median(host) * 1e3, [x * 1e3 for x in times], counts)  # ms
+
+    def kernels(n):
+        from torch.profiler import profile, ProfilerActivity
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                step()
+            torch.cuda.synchronize()
+        return sum(e.self_device_time_total for e in prof.key_averages()) / n / 1e3  # ms
 
     def empty_del(n):
         torch.cuda.synchronize()
@@ -81,19 +141,28 @@ def worker(kind, quick):
     for line in sys.stdin:
         req = json.loads(line)
         if req["what"] == "resnet18-step":
-            value = resnet(req["n"])
+            value, gpu, host, steps, counts = resnet(req["n"])
+            print(json.dumps({"value": value, "gpu": gpu, "host": host, "steps": steps,
+                              "counts": counts}), flush=True)
+        elif req["what"] == "resnet18-kernels":
+            print(json.dumps({"value": kernels(req["n"])}), flush=True)
         else:
-            value = empty_del(req["n"])
-        print(json.dumps({"value": value}), flush=True)
+            print(json.dumps({"value": empty_del(req["n"])}), flush=True)
 
 
 class Worker:
-    def __init__(self, kind, quick):
-        args = [sys.executable, os.path.abspath(__file__), "--worker", kind]
+    def __init__(self, kind, quick, conf=None):
+        args = [sys.executable, os.path.abspath(__file__), "--worker",
+                "memres" if kind == "memres" else "torch"]
         if quick:
             args.append("--quick")
+        env = dict(os.environ)
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        if conf:
+            env["PYTORCH_CUDA_ALLOC_CONF"] = conf
         self.kind = kind
-        self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=env)
         self.model = self.read()["ready"]
 
     def read(self):
@@ -105,7 +174,7 @@ class Worker:
     def ask(self, what, n):
         self.p.stdin.write(json.dumps({"what": what, "n": n}) + "\n")
         self.p.stdin.flush()
-        return self.read()["value"]
+        return self.read()
 
     def close(self):
         self.p.stdin.close()
@@ -138,6 +207,13 @@ def main():
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--json")
     ap.add_argument("--worker")
+    ap.add_argument("--only", choices=["resnet18-step", "empty-del"],
+                    help="one workload only (the other's phases then never come between the "
+                    "repetitions of this one)")
+    ap.add_argument("--kernels", action="store_true",
+                    help="the steps' kernel times under torch.profiler too")
+    ap.add_argument("--torch-conf", help="a third worker: torch's allocator under "
+                    "PYTORCH_CUDA_ALLOC_CONF=TORCH_CONF")
     args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.quick)
@@ -153,14 +229,39 @@ def main():
     reps = args.reps or (3 if args.quick else 7)
     plan = {"resnet18-step": (3 if args.quick else 10, "ms/step"),
             "empty-del": (500 if args.quick else 20000, "us/pair")}
+    if args.only:
+        plan = {args.only: plan[args.only]}
+    if args.kernels and "resnet18-step" in plan:
+        plan["resnet18-kernels"] = (5, "ms/step (kernels)")
+    units = {"resnet18-step": "ms/step", "resnet18-gpu": "ms/step (device)",
+             "resnet18-host": "ms/step (host)", "empty-del": "us/pair"}
+    if args.only == "empty-del":
+        units = {"empty-del": "us/pair"}
+    elif args.only:
+        del units["empty-del"]
+    if "resnet18-kernels" in plan:
+        units["resnet18-kernels"] = "ms/step (kernels)"
     spec = os.environ.get("MEMRES_ALLOCATOR_RESOURCE") or default_spec()
-    workers = {k: Worker(k, args.quick) for k in ("torch", "memres")}
-    results = {w: {k: [] for k in plan} for w in workers}
+    kinds = ["torch", "memres"]
+    if args.torch_conf:
+        kinds.append("torch-conf")
+    steps = {w: [] for w in kinds}  # each repetition's step times, in order
+    counts = []  # the memres worker's counters, per step of each repetition
+    workers = {k: Worker(k, args.quick, args.torch_conf if k == "torch-conf" else None)
+               for k in kinds}
+    results = {w: {k: [] for k in units} for w in workers}
     for rep in range(reps):
-        order = ("torch", "memres") if rep % 2 == 0 else ("memres", "torch")
+        order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]  # each goes first in turn
         for what, (n, _) in plan.items():
             for k in order:
-                results[k][what].append(workers[k].ask(what, n))
+                answer = workers[k].ask(what, n)
+                results[k][what].append(answer["value"])
+                if "gpu" in answer:
+                    results[k]["resnet18-gpu"].append(answer["gpu"])
+                    results[k]["resnet18-host"].append(answer["host"])
+                    steps[k].append(answer["steps"])
+                    if k == "memres":
+                        counts.append(answer["counts"])
     for w in workers.values():
         w.close()
 
@@ -168,21 +269,35 @@ def main():
     rows = []
     print(f"\n### PyTorch: memres as the allocator vs torch's caching allocator ({gpu})\n")
     print(f"memres resource: `{spec}`; model: {workers['torch'].model}; {reps} paired "
-          "repetitions, alternating which worker goes first.\n")
-    print("| workload | torch | memres | memres/torch (paired median, q1-q3) |")
-    print("| --- | ---: | ---: | ---: |")
-    for what, (_, unit) in plan.items():
+          "repetitions, each worker going first in turn.\n")
+    others = [k for k in kinds if k != "torch"]
+    names = {"memres": "memres", "torch-conf": f"torch `{args.torch_conf}`"}
+    print("| workload | torch | " + " | ".join(
+        f"{names[k]} | {names[k]}/torch (paired median, q1-q3)" for k in others) + " |")
+    print("| --- | ---: |" + " ---: | ---: |" * len(others))
+    for what, unit in units.items():
         t = statistics.median(results["torch"][what])
-        m = statistics.median(results["memres"][what])
-        ratios = [a / b for a, b in zip(results["memres"][what], results["torch"][what])]
-        q1, med, q3 = quartiles(ratios)
-        rows.append({"workload": what, "unit": unit, "torch": t, "memres": m, "ratio": med,
-                     "ratio_q1": q1, "ratio_q3": q3, "raw": {k: results[k][what] for k in results}})
-        print(f"| {what} | {t:.3f} {unit} | {m:.3f} {unit} | {med:.3f} ({q1:.3f}-{q3:.3f}) |")
+        row = {"workload": what, "unit": unit, "torch": t,
+               "raw": {k: results[k][what] for k in results}}
+        cells = []
+        for k in others:
+            m = statistics.median(results[k][what])
+            ratios = [a / b for a, b in zip(results[k][what], results["torch"][what])]
+            q1, med, q3 = quartiles(ratios)
+            key = "memres" if k == "memres" else "torch_conf"
+            row.update({key: m, f"{key}_ratio": med, f"{key}_ratio_q1": q1,
+                        f"{key}_ratio_q3": q3})
+            if k == "memres":
+                row.update({"ratio": med, "ratio_q1": q1, "ratio_q3": q3})
+            cells.append(f"{m:.3f} {unit} | {med:.3f} ({q1:.3f}-{q3:.3f})")
+        rows.append(row)
+        print(f"| {what} | {t:.3f} {unit} | " + " | ".join(cells) + " |")
     print("\nA ratio below 1 means memres is faster.")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"gpu": gpu, "spec": spec, "reps": reps, "rows": rows}, f, indent=1)
+            json.dump({"gpu": gpu, "spec": spec, "torch_conf": args.torch_conf, "reps": reps,
+                       "only": args.only, "rows": rows, "steps": steps, "counts": counts}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":
