@@ -14,7 +14,7 @@ library's default), and asks them in turn, repetition by repetition, to time:
   resnet18-host  the same steps' host time: until step() returns, before the synchronize (the
                  launches and the allocator's calls; above resnet18-gpu the step waits for them)
                  (--json also keeps every step's time, and for memres what each step made the
-                 resource do: its snapshot's counters, granules created and remapped, settles...)
+                 resource do: its layers' counters, granules created and remapped, settles...)
   resnet18-kernels  with --kernels: the sum of the step's kernel and copy times on the device
                  (torch.profiler, 5 steps a repetition); resnet18-gpu above it is the time the
                  device waited between them
@@ -47,25 +47,35 @@ COUNTED = ("granules_created", "granules_remapped", "granules_released", "settle
            "park_hits", "park_flushes", "hits")
 
 
-def snapshot_counters(alloc):
-    """The counters of every layer of the shim's device-0 resource that has some (the snapshot's
-    "counters", docs/snapshot.md), summed by name over the layers, the ones in COUNTED only."""
+def layer_counters(alloc):
+    """The counters of every layer of the shim's device-0 resource (memres_resource_get_counters()
+    down the stack: no snapshot, which would flush what an arena parked), summed by name over
+    the layers, the ones in COUNTED only."""
     import ctypes
+    import re
     libm = ctypes.CDLL(os.environ.get("MEMRES_LIBMEMRES") or "libmemres.so")
-    libm.memres_resource_snapshot.restype = ctypes.c_void_p
-    libm.memres_resource_snapshot.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     glib = ctypes.CDLL("libglib-2.0.so.0")
+    for name, res, args in (("memres_resource_get_counters", ctypes.c_void_p, [ctypes.c_void_p] * 2),
+                            ("memres_resource_get_upstream", ctypes.c_void_p, [ctypes.c_void_p])):
+        getattr(libm, name).restype = res
+        getattr(libm, name).argtypes = args
+    glib.g_variant_print.restype = ctypes.c_void_p
+    glib.g_variant_print.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    glib.g_variant_unref.argtypes = [ctypes.c_void_p]
     glib.g_free.argtypes = [ctypes.c_void_p]
-    text = libm.memres_resource_snapshot(alloc.resource(0), None)
-    if not text:
-        return {}
-    doc = json.loads(ctypes.string_at(text).decode())
-    glib.g_free(text)
     out = {}
-    for layer in doc["layers"]:
-        for name, value in layer.get("counters", {}).items():
-            if name in COUNTED:
-                out[name] = out.get(name, 0) + value
+    mr = alloc.resource(0)
+    while mr:
+        v = libm.memres_resource_get_counters(mr, None)
+        if v:
+            text = glib.g_variant_print(v, 1)
+            for name, value in re.findall(r"'(\w+)': <(?:uint64 |uint32 )?(\d+)>",
+                                          ctypes.string_at(text).decode()):
+                if name in COUNTED:
+                    out[name] = out.get(name, 0) + int(value)
+            glib.g_free(text)
+            glib.g_variant_unref(v)
+        mr = libm.memres_resource_get_upstream(mr)
     return out
 
 
@@ -97,7 +107,7 @@ def worker(kind, quick):
 
     def resnet(n):
         times, gpu, host, counts = [], [], [], []
-        before = snapshot_counters(alloc) if alloc else {}
+        before = layer_counters(alloc) if alloc else {}
         for _ in range(n):
             torch.cuda.synchronize()
             t = time.perf_counter()
@@ -109,7 +119,7 @@ def worker(kind, quick):
             times.append(time.perf_counter() - t)
             gpu.append(start.elapsed_time(end))
             if alloc:  # what the step made the resource do (outside the timed part)
-                now = snapshot_counters(alloc)
+                now = layer_counters(alloc)
                 counts.append({k: v - before.get(k, 0) for k, v in now.items()
                                if v != before.get(k, 0)})
                 before = now
