@@ -60,10 +60,28 @@ test_park_reuse (void)
   mt_close_ok (z, NULL);
   g_assert_cmpuint (counter (mr, "parked"), ==, 2);
   g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
-  /* a snapshot flushes them into the free ranges: its blocks add up to reserved, none used */
+  /* a snapshot shows them as pending blocks and leaves them parked: its blocks add up to
+   * reserved, none used, and the next allocation of y's size is still a park hit */
   snapshot_adds_up (mr, 0);
-  g_assert_cmpuint (counter (mr, "parked"), ==, 0);
-  g_assert_cmpuint (counter (mr, "park_flushes"), ==, 1);
+  {
+    g_autofree char *doc = memres_resource_snapshot (mr, NULL);
+    g_autofree char *y_block
+        = g_strdup_printf ("\"address\": \"0x%" G_GINT64_MODIFIER
+                           "x\",\\s*\"size\": %" G_GUINT64_FORMAT ",[^}]*\"state\": "
+                           "\"pending\"",
+                           at, (guint64) (3 * MiB + 512));
+
+    g_assert_true (g_regex_match_simple (y_block, doc, 0, 0));
+  }
+  g_assert_cmpuint (counter (mr, "parked"), ==, 2);
+  g_assert_cmpuint (counter (mr, "park_flushes"), ==, 0);
+  calls = memory_calls ();
+  y = mt_alloc_ok (mr, 3 * MiB + 1, NULL);
+  g_assert_cmpint (memory_calls (), ==, calls);
+  g_assert_cmpuint (memres_buffer_get_address (y), ==, at);
+  g_assert_cmpuint (counter (mr, "park_hits"), ==, 2);
+  mt_close_ok (y, NULL);
+  g_assert_cmpuint (counter (mr, "parked"), ==, 2);
   /* trim gives everything back */
   trim_ok (mr);
   g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);

@@ -16,8 +16,9 @@
  * memory that the heap would have served, and the physical peak is not raised by what is parked
  * (no granule is mapped while anything is parked). That is the bound on the bytes parked; the
  * count is bounded too (ARENA_PARKED_MAX: a close past it flushes first, so that a flush stays
- * short). The out-of-memory flush and trim (arena_flush()), a sleep, a resize, a snapshot and
- * finalize flush as well.
+ * short). The out-of-memory flush and trim (arena_flush()), a sleep, a resize and finalize
+ * flush as well; a snapshot does not (it shows them as pending on their close's stream,
+ * arena-snapshot.c), so that taking one between a program's steps changes nothing.
  *
  * A parked extent is free memory: not in use (large_used, the statistics' used bytes, drop at
  * the close), its bytes held as a tagged range's are (arena-heap.c's top), so its granules stay

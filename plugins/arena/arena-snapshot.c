@@ -2,8 +2,9 @@
  * arena-snapshot.c: the `arena` kind's snapshot slot (#MemresResourceOps.snapshot): what the
  * reserved range holds, copied under the lock with the fronts stopped. The blocks of the slabs
  * (used, or free in a front or a shared bin) and each slab's bytes past its last block (unused);
- * the free ranges of the heap where granules are (the parked extents flushed into it first)
- * mapped (free when settled, pending while tagged with the stream of their last free); the
+ * the free ranges of the heap where granules are mapped (free when settled, pending while
+ * tagged with the stream of their last free), and the parked extents (arena-park.c) as pending
+ * on the stream of their close, left parked (a snapshot changes nothing the arena holds); the
  * unmapped granules as holes; the bytes of lent and shared granules whose memory the other
  * address uses as withheld (arena-lend.c: a retired granule whole, a shared granule's bytes
  * outside its extent and its donor's bytes inside it), so that the other blocks add up to the
@@ -155,14 +156,14 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   g_autoptr (GPtrArray) ranges = g_ptr_array_new ();
   g_autoptr (GPtrArray) slabs = g_ptr_array_new ();
   g_autoptr (GArray) withheld = NULL;
-  guint next_withheld = 0;
+  g_autofree Range *parked = g_new (Range, self->n_parked + 1);
+  guint next_withheld = 0, n_parked = 0;
   GHashTableIter iter;
   gpointer value;
   guint64 at, va_end;
   guint r, s;
 
   g_mutex_lock (&self->parts.lock);
-  arena_park_flush (self); /* parked extents shown as the free ranges they are (arena-park.c) */
   cache_fronts_stop (&self->parts);
   cache_free_blocks_collect (&self->parts, free_blocks);
   cache_fronts_resume (&self->parts);
@@ -170,6 +171,14 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   g_hash_table_iter_init (&iter, self->by_start);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     g_ptr_array_add (ranges, value);
+  /* a parked extent is a range tagged with its close's stream that is out of the heap: mapped,
+   * overlapping no free range, slab or buffer; shown as the heap shows a tagged range, without
+   * the flush that would put it there (the program's next allocation of its size takes it) */
+  for (const Parked *p = self->parked_oldest; p != NULL; p = p->newer)
+    {
+      parked[n_parked] = (Range){ p->addr, p->size, p->stream, NULL };
+      g_ptr_array_add (ranges, &parked[n_parked++]);
+    }
   g_ptr_array_sort (ranges, range_cmp);
   for (Chunk *c = self->chunks; c != NULL; c = c->next)
     g_ptr_array_add (slabs, c);
