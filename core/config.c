@@ -16,11 +16,10 @@
  * written exactly as on a command line, backslash escapes included. */
 #include "memres-private.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include "../sdk/file-reader.h"
+
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <glib/gstdio.h>
 
@@ -126,72 +125,32 @@ config_path (gboolean *explicit)
   return NULL;
 }
 
-/* The error of the failed open() or read() of @path (errno @saved), in GLib's file domain with
- * g_file_error_from_errno()'s code (the file cannot be read: not a malformed one); returns
- * FALSE. */
-static gboolean
-errno_error (GError **error, const char *path, int saved)
-{
-  g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "config file %s: %s", path,
-               g_strerror (saved));
-  return FALSE;
-}
-
-/* Appends the bytes of @fd (open on @path) to @data: read_file(). */
-static gboolean
-read_fd (int fd, const char *path, GString *data, GError **error)
-{
-  struct stat st;
-  char chunk[4096];
-  gssize n;
-
-  if (fstat (fd, &st) != 0)
-    return errno_error (error, path, errno);
-  if (!S_ISREG (st.st_mode)) /* a file that cannot be read as one: GLib's file domain */
-    {
-      g_set_error (error, G_FILE_ERROR,
-                   S_ISDIR (st.st_mode) ? G_FILE_ERROR_ISDIR : G_FILE_ERROR_INVAL,
-                   "config file %s: not a regular file%s", path,
-                   S_ISDIR (st.st_mode) ? " (a directory)" : "");
-      return FALSE;
-    }
-  if (st.st_size > CONFIG_MAX_BYTES)
-    return bad_file (error, path, 0, NULL, "%" G_GINT64_FORMAT " bytes, larger than the %d allowed",
-                     (gint64) st.st_size, CONFIG_MAX_BYTES);
-  while ((n = read (fd, chunk, sizeof chunk)) != 0)
-    {
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return errno_error (error, path, errno);
-      g_string_append_len (data, chunk, n);
-      if (data->len > CONFIG_MAX_BYTES) /* it grew since the stat */
-        return bad_file (error, path, 0, NULL, "larger than the %d bytes allowed",
-                         CONFIG_MAX_BYTES);
-    }
-  return TRUE;
-}
-
-/* Reads @path whole into @data, refusing what is not a regular file of at most
- * CONFIG_MAX_BYTES. The file is opened without blocking and checked on the open descriptor, so
- * that a FIFO (whose open or read would wait for a writer) or a device is refused at once, even
- * one put in the place of a regular file a moment before. A file that cannot be opened or read,
- * or is not a regular file, is G_FILE_ERROR (errno_error()); a malformed one,
- * MEMRES_ERROR_INVALID_ARGUMENT (bad_file()). */
+/* Reads @path whole into @data (memres_file_read(): opened without blocking, refused on the
+ * descriptor unless it is a regular file, so that a FIFO or a device is refused at once; a UTF-8
+ * byte order mark dropped), at most CONFIG_MAX_BYTES. A file that cannot be opened or read, or is
+ * not a regular file, is G_FILE_ERROR, "config file PATH: REASON"; a larger one, as a malformed
+ * one, MEMRES_ERROR_INVALID_ARGUMENT (bad_file()). */
 static gboolean
 read_file (const char *path, GString *data, GError **error)
 {
-  int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  gboolean ok;
+  g_autofree char *shown = g_strdup_printf ("config file %s", path);
+  struct stat st;
 
-  if (fd < 0)
-    return errno_error (error, path, errno);
-  ok = read_fd (fd, path, data, error);
-  close (fd);
-  /* a UTF-8 byte-order mark, as some editors write one: not part of the text */
-  if (ok && g_str_has_prefix (data->str, "\xEF\xBB\xBF"))
-    g_string_erase (data, 0, 3);
-  return ok;
+  switch (memres_file_read (path, shown, CONFIG_MAX_BYTES, data, &st, error))
+    {
+    case MEMRES_FILE_READ_OK:
+      return TRUE;
+    case MEMRES_FILE_READ_TOO_LARGE:
+      if (st.st_size > CONFIG_MAX_BYTES)
+        return bad_file (error, path, 0, NULL,
+                         "%" G_GINT64_FORMAT " bytes, larger than the %d allowed",
+                         (gint64) st.st_size, CONFIG_MAX_BYTES);
+      /* it grew since the fstat() */
+      return bad_file (error, path, 0, NULL, "larger than the %d bytes allowed", CONFIG_MAX_BYTES);
+    case MEMRES_FILE_READ_FAILED:
+    default:
+      return FALSE;
+    }
 }
 
 /* A group (the entry @e) ends: FALSE with an error when it had no spec. */
@@ -415,10 +374,10 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
  * g_file_error_from_errno() gives the system's error (%G_FILE_ERROR_NOENT: $MEMRES_CONFIG names
  * no file; %G_FILE_ERROR_NOTDIR, %G_FILE_ERROR_ACCES: unreadable, ...), or is not a regular
  * file (%G_FILE_ERROR_ISDIR: a directory; %G_FILE_ERROR_INVAL: a FIFO, a device, a socket,
- * refused without blocking); %MEMRES_ERROR_INVALID_ARGUMENT for a malformed file (over 1 MiB,
- * not UTF-8, a bad line, name or key, a duplicate, a group without `spec`). Every message names
- * the file (and, for a malformed one, the line and the key). A file only looked for at the
- * default places and absent is no error: no names.
+ * refused without blocking; the message says which); %MEMRES_ERROR_INVALID_ARGUMENT for a malformed
+ * file (over 1 MiB, not UTF-8, a bad line, name or key, a duplicate, a group without `spec`). Every
+ * message names the file (and, for a malformed one, the line and the key). A file only looked for
+ * at the default places and absent is no error: no names.
  *
  * Returns: (transfer full) (element-type utf8) (nullable): the names in file order (empty
  *   when there is no file), or %NULL with @error set

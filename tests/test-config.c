@@ -315,12 +315,16 @@ test_missing_unreadable_huge (void)
   g_clear_error (&error);
   g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
   g_setenv ("MEMRES_CONFIG", fifo, TRUE);
-  mt_new_fails ("@a", G_FILE_ERROR, G_FILE_ERROR_INVAL, "fifo.conf: not a regular file");
+  mt_new_fails ("@a", G_FILE_ERROR, G_FILE_ERROR_INVAL, "fifo.conf: not a regular file (a FIFO)");
   names = memres_config_list_resources (NULL, &error);
   g_assert_null (names);
   g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
   g_clear_error (&error);
   g_remove (fifo);
+  /* a device: refused, not read without end */
+  g_setenv ("MEMRES_CONFIG", "/dev/zero", TRUE);
+  mt_new_fails ("@a", G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                "config file /dev/zero: not a regular file (a device)");
   /* a directory, within a stack: the layer's prefix keeps the domain and the code */
   g_setenv ("MEMRES_CONFIG", tmp_dir, TRUE);
   mt_new_fails ("@a", G_FILE_ERROR, G_FILE_ERROR_ISDIR, "not a regular file (a directory)");

@@ -556,8 +556,9 @@ test_bad_named_files (void)
       = { "G_FILE_ERROR_NOENT", "G_FILE_ERROR_NOTDIR", "G_FILE_ERROR_ISDIR", "G_FILE_ERROR_NXIO" };
   const char *const config_code[]
       = { "G_FILE_ERROR_NOENT", "G_FILE_ERROR_NOTDIR", "G_FILE_ERROR_ISDIR", "G_FILE_ERROR_INVAL" };
-  const char *const config_why[] = { "No such file or directory", "Not a directory",
-                                     "not a regular file (a directory)", "not a regular file" };
+  const char *const config_why[]
+      = { "No such file or directory", "Not a directory", "not a regular file (a directory)",
+          "not a regular file (a FIFO)" };
   Run r = { 0 };
 
   g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);

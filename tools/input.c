@@ -5,18 +5,15 @@
  * for a directory, G_FILE_ERROR_INVAL for the others, as a config file's), and checked again on
  * the descriptor, opened without blocking (a FIFO put in its place meanwhile is refused, not
  * waited on), one larger than the memory available refused before it is read, a leading UTF-8
- * byte order mark skipped. */
+ * byte order mark skipped (the open, the checks on the descriptor and the read are
+ * sdk/file-reader.c's memres_file_read(), as a config file's). */
 #include "memres-tool.h"
 
-#include "../sdk/file-writer.h"
+#include "../sdk/file-reader.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
-#define UTF8_BOM "\xEF\xBB\xBF"
 
 /* The memory the kernel says could be given to this process now (/proc/meminfo's MemAvailable,
  * in bytes), or 0 when it does not say. */
@@ -43,37 +40,19 @@ errno_error (GError **error, const char *shown, int errsv)
   return FALSE;
 }
 
-/* Refuses @st when it is no regular file: G_FILE_ERROR_ISDIR for a directory, else
- * G_FILE_ERROR_INVAL, the message saying what it is. */
+/* G_FILE_ERROR_NOMEM for a file @shown of at least @size bytes, more than the @available bytes
+ * of memory; returns FALSE. */
 static gboolean
-regular_file (GError **error, const char *shown, const struct stat *st)
+too_large (GError **error, const char *shown, guint64 size, guint64 available)
 {
-  if (S_ISREG (st->st_mode))
-    return TRUE;
-  g_set_error (error, G_FILE_ERROR, S_ISDIR (st->st_mode) ? G_FILE_ERROR_ISDIR : G_FILE_ERROR_INVAL,
-               "%s: not a regular file (%s)", shown, memres_file_type_name (st->st_mode));
+  g_autofree char *size_text = memres_tool_format_size (size);
+  g_autofree char *free_text = memres_tool_format_size (available);
+
+  g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOMEM,
+               "%s: %s is more than the memory available to read it into (%s): memres reads its "
+               "input whole",
+               shown, size_text, free_text);
   return FALSE;
-}
-
-/* Reads the open @fd to its end into @text (NUL-terminated) and @length. */
-static gboolean
-read_fd (int fd, const char *shown, gsize size, char **text, gsize *length, GError **error)
-{
-  g_autoptr (GString) data = g_string_sized_new (size + 1);
-  char chunk[65536];
-  gssize n;
-
-  while ((n = read (fd, chunk, sizeof chunk)) != 0)
-    {
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return errno_error (error, shown, errno);
-      g_string_append_len (data, chunk, n);
-    }
-  *length = data->len;
-  *text = g_string_free (g_steal_pointer (&data), FALSE);
-  return TRUE;
 }
 
 gboolean
@@ -81,53 +60,38 @@ memres_tool_read_input (const char *path, char **text, gsize *length, struct sta
                         GError **error)
 {
   g_autofree char *shown = memres_tool_show_input (path);
+  g_autoptr (GString) data = g_string_new (NULL);
   struct stat own, *st = file != NULL ? file : &own;
   struct stat opened;
-  gboolean ok;
-  int fd;
-
-  if (stat (path, st) != 0)
-    return errno_error (error, shown, errno);
-  if (!regular_file (error, shown, st))
-    return FALSE;
   /* read whole: a file larger than the memory there is (a sparse file of a terabyte) is refused
    * before it is read, rather than taking the machine's memory and swap to fail or be killed */
-  {
-    guint64 available = memory_available ();
+  guint64 available = memory_available ();
+  gsize max_bytes = available > 0 && available < G_MAXSSIZE ? (gsize) available : G_MAXSSIZE;
 
-    if (available > 0 && (guint64) st->st_size > available)
-      {
-        g_autofree char *size = memres_tool_format_size ((guint64) st->st_size);
-        g_autofree char *free_bytes = memres_tool_format_size (available);
-
-        g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOMEM,
-                     "%s: %s is more than the memory available to read it into (%s): memres "
-                     "reads its input whole",
-                     shown, size, free_bytes);
-        return FALSE;
-      }
-  }
-  /* without blocking: a FIFO put in the file's place since the stat opens at once, and is
-   * refused on the descriptor */
-  fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0)
+  /* refused before it is opened, too: the open of a device may act on it */
+  if (stat (path, st) != 0)
     return errno_error (error, shown, errno);
-  if (fstat (fd, &opened) != 0)
-    ok = errno_error (error, shown, errno);
-  else
-    ok = regular_file (error, shown, &opened)
-         && read_fd (fd, shown, (gsize) opened.st_size, text, length, error);
-  close (fd);
-  if (!ok)
+  if (!memres_file_check_regular (st, shown, error))
     return FALSE;
-  /* a UTF-8 byte order mark, which spreadsheets write before a CSV file they save (and some
-   * editors before JSON): no part of the log's header or of the snapshot, as RMM's readers and
-   * Python's utf-8-sig skip it. Lines are counted as before; a snapshot's byte offsets in
-   * errors count from after it. */
-  if (*length >= 3 && memcmp (*text, UTF8_BOM, 3) == 0)
+  if ((guint64) st->st_size > max_bytes)
+    return too_large (error, shown, (guint64) st->st_size, available);
+  /* a FIFO put in the file's place since the stat is refused on the descriptor */
+  switch (memres_file_read (path, shown, max_bytes, data, &opened, error))
     {
-      *length -= 3;
-      memmove (*text, *text + 3, *length + 1); /* with the NUL g_file_get_contents() adds */
+    case MEMRES_FILE_READ_OK:
+      break;
+    case MEMRES_FILE_READ_TOO_LARGE:
+      return too_large (error, shown, MAX ((guint64) opened.st_size, (guint64) max_bytes + 1),
+                        available);
+    case MEMRES_FILE_READ_FAILED:
+    default:
+      return FALSE;
     }
+  /* a UTF-8 byte order mark, which spreadsheets write before a CSV file they save (and some
+   * editors before JSON), was dropped: no part of the log's header or of the snapshot, as RMM's
+   * readers and Python's utf-8-sig skip it. Lines are counted as before; a snapshot's byte
+   * offsets in errors count from after it. */
+  *length = data->len;
+  *text = g_string_free (g_steal_pointer (&data), FALSE);
   return TRUE;
 }
