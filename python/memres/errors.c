@@ -47,6 +47,32 @@ new_error (PyObject *module, const char *name, const char *doc, PyObject *builti
   return new_error_of (module, name, doc, NULL, builtin, NULL);
 }
 
+/* memres.FileError.__str__: the message, as str() of any memres.Error, where OSError's would say
+ * "[Errno N] STRERROR" once errno and strerror are set (BaseException's str() of the one
+ * argument, the message). */
+static PyObject *
+file_error_str (PyObject *unused, PyObject *self)
+{
+  (void) unused;
+  return ((PyTypeObject *) PyExc_BaseException)->tp_str (self);
+}
+
+static PyMethodDef file_error_str_def
+    = { "__str__", file_error_str, METH_O, "The message, as for every memres.Error." };
+
+/* Gives memres.FileError its __str__ (an instance method: bound to the exception). */
+static int
+add_file_error_str (void)
+{
+  PyObject *function = PyCFunction_New (&file_error_str_def, NULL);
+  PyObject *method = function != NULL ? PyInstanceMethod_New (function) : NULL;
+  int rc = method != NULL ? PyObject_SetAttrString (error_file, "__str__", method) : -1;
+
+  Py_XDECREF (method);
+  Py_XDECREF (function);
+  return rc;
+}
+
 int
 pymemres_errors_init (PyObject *module)
 {
@@ -81,9 +107,10 @@ pymemres_errors_init (PyObject *module)
       "GFileError): the config file of @name resources or MEMRES_CONFIG, a log adaptor's\n"
       "path; a sleep's file (memres.SleepErrorCode.FILE); permission denied\n"
       "(memres.ErrorCode.PERMISSION_DENIED), a process an IPC transfer refuses. Also an\n"
-      "OSError, with errno set from the code where one fits (str() stays the message):\n"
-      "errno.ENOENT for a missing file or directory, errno.EISDIR for a directory,\n"
-      "errno.EACCES, ...; None otherwise.",
+      "OSError, with errno set from the code where one fits and strerror its text (str()\n"
+      "stays the message): errno.ENOENT for a missing file or directory, errno.EISDIR for a\n"
+      "directory, errno.EACCES, ...; for a sleep's file, the errno of the call on the file\n"
+      "that failed (its message's \"(errno N)\"); None otherwise.",
       PyExc_OSError);
   error_no_device = new_error (module, "NoDeviceError",
                                "No CUDA driver loads, or the device asked for does not exist "
@@ -107,7 +134,8 @@ pymemres_errors_init (PyObject *module)
       "raises for an IPC call on a resource that is not IPC-enabled.",
       PyExc_NotImplementedError);
   if (error_oom == NULL || error_invalid == NULL || error_closed == NULL || error_file == NULL
-      || error_no_device == NULL || error_forked == NULL || error_unsupported == NULL)
+      || error_no_device == NULL || error_forked == NULL || error_unsupported == NULL
+      || add_file_error_str () < 0)
     return -1;
   /* cuda.core's size_t conversion raises OverflowError for allocate(-1); a Python user checks
    * a bad argument with ValueError, a memres user with memres.Error: all three catch it */
@@ -186,25 +214,57 @@ errno_of_file_error (gint code)
   return code >= 0 && code < (gint) G_N_ELEMENTS (errnos) ? errnos[code] : 0;
 }
 
-/* Sets an OSError's errno from @error where its code has one (G_FILE_ERROR's codes;
- * MEMRES_ERROR_PERMISSION_DENIED is EACCES), so that a check of e.errno (ENOENT as
- * FileNotFoundError stands for, EACCES, EISDIR...) works; leaves it None otherwise. strerror
- * stays None: with both set, str() of an OSError is "[Errno N] STRERROR", which would drop the
- * message (the path, the layer). Returns -1 with an exception set on failure. */
+/* The errno of a MEMRES_SLEEP_ERROR_FILE message (memres-sleep.h: "REASON (errno N)" for an
+ * error of the system, "(flock(): REASON, errno N)" for a file another sleep holds): the number
+ * of its last "errno N)", 0 where it has none (a file that is not a regular one, one shorter than
+ * the sleep wrote). The last: a path earlier in the message may hold the words too. */
+static int
+errno_of_sleep_message (const char *message)
+{
+  int err = 0;
+
+  for (const char *at = strstr (message, "errno "); at != NULL; at = strstr (at + 1, "errno "))
+    {
+      const char *digits = at + strlen ("errno ");
+      char *end = NULL;
+      guint64 n;
+
+      if (!g_ascii_isdigit (*digits))
+        continue;
+      n = g_ascii_strtoull (digits, &end, 10);
+      if (*end == ')' && n > 0 && n <= G_MAXINT)
+        err = (int) n;
+    }
+  return err;
+}
+
+/* Sets an OSError's errno and strerror from @error where it has an errno (G_FILE_ERROR's codes;
+ * MEMRES_ERROR_PERMISSION_DENIED is EACCES; MEMRES_SLEEP_ERROR_FILE's message's), so that a check
+ * of e.errno (ENOENT as FileNotFoundError stands for, EACCES, EISDIR...) works; leaves both None
+ * otherwise. str() stays the message (file_error_str()). Returns -1 with an exception set on
+ * failure. */
 static int
 set_errno (PyObject *exc, const GError *error)
 {
   int err = error->domain == G_FILE_ERROR ? errno_of_file_error (error->code)
             : g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED) ? EACCES
-                                                                                    : 0;
-  PyObject *number;
+            : g_error_matches (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE)
+                ? errno_of_sleep_message (error->message)
+                : 0;
+  PyObject *number, *text;
   int rc;
 
   if (err == 0)
     return 0;
   number = PyLong_FromLong (err);
-  rc = number != NULL && PyObject_SetAttrString (exc, "errno", number) == 0 ? 0 : -1;
+  text = PyUnicode_DecodeUTF8 (g_strerror (err), (Py_ssize_t) strlen (g_strerror (err)),
+                               "backslashreplace");
+  rc = number != NULL && text != NULL && PyObject_SetAttrString (exc, "errno", number) == 0
+               && PyObject_SetAttrString (exc, "strerror", text) == 0
+           ? 0
+           : -1;
   Py_XDECREF (number);
+  Py_XDECREF (text);
   return rc;
 }
 

@@ -153,6 +153,7 @@ def check_file_error(info, code, errno_value, needle):
     assert err.domain == FILE_DOMAIN
     assert err.code == code
     assert err.errno == errno_value
+    assert err.strerror == os.strerror(errno_value)
     assert needle in err.message
     assert str(err) == err.message  # the message kept, not "[Errno N] ..."
 

@@ -1,6 +1,9 @@
 """Sleep and wake from Python (docs/sleep.md): Resource.sleep()/wake()/is_asleep() over a stack
 that can sleep (cache>vmm, on the fake driver or a GPU), contents kept by the backup and file
 modes, the refusals with their domain and code, and a stack that cannot sleep."""
+import errno
+import os
+
 import pytest
 
 import memres
@@ -94,11 +97,24 @@ def test_file_refusals(vmm_stack, tmp_path):
         assert isinstance(e.value, memres.FileError)
         assert (e.value.domain, e.value.code) == (SLEEP_DOMAIN, memres.SleepErrorCode.FILE)
         assert "not a regular file" in str(e.value)
+        assert (e.value.errno, e.value.strerror) == (None, None)  # no call of the system failed
         assert not vmm_stack.is_asleep("py-sleep-f1")
     held = str(tmp_path / "held.bin")
     vmm_stack.sleep("py-sleep-f1", mode="file", path=held)
-    with pytest.raises(memres.FileError, match="holds the contents of another sleep"):
+    with pytest.raises(memres.FileError, match="holds the contents of another sleep") as e:
         vmm_stack.sleep("py-sleep-f2", mode="file", path=held)
+    # the errno of the message's "(flock(): REASON, errno N)", its text; str() the message
+    assert e.value.errno == errno.EWOULDBLOCK
+    assert e.value.strerror == os.strerror(errno.EWOULDBLOCK)
+    assert str(e.value) == e.value.message and "errno %d)" % errno.EWOULDBLOCK in str(e.value)
+    # a file that cannot be opened: "REASON (errno N)"
+    missing = tmp_path / "no-such-dir" / "errno 5) in a path.bin"
+    with pytest.raises(OSError) as e:
+        vmm_stack.sleep("py-sleep-f2", mode="file", path=str(missing))
+    assert isinstance(e.value, memres.FileError)
+    assert (e.value.errno, e.value.strerror) == (errno.ENOENT, os.strerror(errno.ENOENT))
+    assert str(e.value).endswith("(errno %d)" % errno.ENOENT)
+    assert not vmm_stack.is_asleep("py-sleep-f2")
     vmm_stack.wake("py-sleep-f1")
     a.close()
     b.close()
