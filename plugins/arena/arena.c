@@ -382,6 +382,7 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "tagged_bytes", "t", self->tagged_bytes);
   g_variant_dict_insert (counters, "large_allocations", "t", self->large_allocs);
   g_variant_dict_insert (counters, "run_takes", "t", self->run_takes);
+  g_variant_dict_insert (counters, "heap_errors", "t", arena_heap_check (self));
   g_variant_dict_insert (counters, "granules_lent", "t", self->lent_granules);
   g_variant_dict_insert (counters, "lent_pending", "t", (guint64) self->retired->len);
   g_variant_dict_insert (counters, "granules_reaped", "t", self->reaped_granules);
