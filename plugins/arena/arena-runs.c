@@ -14,7 +14,7 @@
  * so that a buffer closed and allocated again at its size never enters the tree.
  * arena_runs_best_fit() walks each run once, from the first of its ranges in that order.
  * memres-bench --random's warm replay on the fake: 46.1k instructions an operation before
- * (every tagged range of the stream walked its whole run by hash lookups), 13.7k after, every
+ * (every tagged range of the stream walked its whole run by hash lookups), 13.2k after, every
  * placement the same (bench/RESULTS.md, h-bestfit).
  *
  * And arena_heap_check(): the heap's indexes checked against each other (counter heap_errors,
