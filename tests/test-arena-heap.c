@@ -1,10 +1,10 @@
 /* test-arena-heap.c: the free ranges of the `arena` kind and their indexes (plugins/arena/
  * arena-heap.c, arena-runs.c) checked against each other after random operations, against the
- * fake driver (suite fake): large and small buffers allocated and closed on two streams, either
- * of them held at times (its frees stay tagged, beside settled ranges: runs), settled by trims.
- * After every few operations the counter heap_errors (arena_heap_check(): every free range in the
- * tables by start and by end, the best-fit tree and, exactly when a neighbour joins it in a run,
- * the run index) must be 0. */
+ * fake driver (suite fake): large and small buffers allocated, resized and closed on two
+ * streams, either of them held at times (its frees stay tagged, beside settled ranges: runs),
+ * settled by trims. After every few operations the counter heap_errors (arena_heap_check(): every
+ * free range in the tables by start and by end, the best-fit tree and, exactly when a neighbour
+ * joins it in a run, the run index) must be 0. */
 #include "testutil.h"
 
 #include "arena-check.h"
@@ -32,7 +32,8 @@ assert_heap_ok (MemresResource *mr, guint op)
 }
 
 /* 40 rounds of 120 random operations on two streams, each stream held for a round at random:
- * buffers of 1 KiB to 6 MiB allocated on one stream and closed on either, a trim or a stream's
+ * buffers of 1 KiB to 6 MiB allocated on one stream, resized and closed on either, a trim or a
+ * stream's
  * synchronize between rounds; the heap checked every 20 operations and at the end. The runs are
  * used (run_takes), ranges settle (settles), and all of it goes back at the last trim. */
 static void
@@ -42,7 +43,7 @@ test_heap_random (gconstpointer data)
   g_autoptr (MemresResource) mr = NULL;
   MemresBuffer *live[LIVE_MAX];
   MemresStream s[2];
-  guint n_live = 0, op = 0;
+  guint n_live = 0, op = 0, resizes = 0;
   guint32 rng = 3838;
 
   if (!mt_hazard_begin ())
@@ -68,6 +69,18 @@ test_heap_random (gconstpointer data)
                                                 : 64 * KiB + (gsize) next (&rng) * 97 % (6 * MiB);
 
               live[n_live++] = mt_alloc_ok (mr, size, s[next (&rng) % 2]);
+            }
+          else if (r % 5 == 3 && hold[0] == NULL && hold[1] == NULL)
+            {
+              /* grown in place, moved (its whole granules remapped) or copied, or shrunk; not
+               * while a stream is held (a move synchronizes the stream: arena-resize.c) */
+              g_autoptr (GError) error = NULL;
+              MemresBuffer *buf = live[next (&rng) % n_live];
+              gsize size = 64 * KiB + (gsize) next (&rng) * 89 % (6 * MiB);
+
+              MT_CHECK (memres_buffer_resize (buf, size, s[next (&rng) % 2], &error));
+              g_assert_cmpuint (memres_buffer_get_size (buf), ==, size);
+              resizes++;
             }
           else
             {
@@ -95,9 +108,10 @@ test_heap_random (gconstpointer data)
         }
       assert_heap_ok (mr, op);
     }
-  g_test_message ("%s: %u operations, %" G_GUINT64_FORMAT " run takes, %" G_GUINT64_FORMAT
-                  " settles",
-                  spec, op, counter (mr, "run_takes"), counter (mr, "settles"));
+  g_test_message ("%s: %u operations (%u resizes), %" G_GUINT64_FORMAT
+                  " run takes, %" G_GUINT64_FORMAT " settles",
+                  spec, op, resizes, counter (mr, "run_takes"), counter (mr, "settles"));
+  g_assert_cmpuint (resizes, >, 0);
   g_assert_cmpuint (counter (mr, "run_takes"), >, 0);
   g_assert_cmpuint (counter (mr, "settles"), >, 0);
   for (; n_live > 0; n_live--)
