@@ -1516,6 +1516,8 @@ main (int argc, char **argv)
   /* a small fake device, so that the out-of-memory test fills it quickly (read at cuInit); the
    * memory figures are asserted at the reservations of real cards too (mt_reservations) */
   g_setenv ("FAKECUDA_DEVICE_MEMORY", "256MiB", FALSE);
+  /* the counter heap_errors, read by the memory cases (docs/arena.md) */
+  g_setenv ("MEMRES_ARENA_CHECK", "1", TRUE);
   mt_init (&argc, &argv);
   mt_log_capture_init ();
 

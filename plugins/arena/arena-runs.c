@@ -17,8 +17,9 @@
  * (every tagged range of the stream walked its whole run by hash lookups), 13.2k after, every
  * placement the same (bench/RESULTS.md, h-bestfit).
  *
- * And arena_heap_check(): the heap's indexes checked against each other (counter heap_errors,
- * which tests/test-arena-heap.c reads after random operations). All under parts.lock. */
+ * And arena_heap_check(): the heap's indexes checked against each other (the counter heap_errors
+ * with MEMRES_ARENA_CHECK set, which tests/test-arena-heap.c reads after random operations). All
+ * under parts.lock. */
 #include "arena-runs.h"
 
 #define KEY(a) GSIZE_TO_POINTER ((gsize) (a))
@@ -264,10 +265,11 @@ check_range (gpointer key, gpointer value, gpointer data)
 }
 
 /* The disagreements among the heap's indexes: every free range of the address tree (in order,
- * none overlapping) in the tables by start and by end, the best-fit tree and, exactly when it
- * has a neighbour that joins it in a run, the run index; the counts of those, and tagged_bytes,
- * the sum of the tagged ranges. 0 unless the arena has a bug. A walk of every free range (a
- * few lookups each): for the tests, through the counter heap_errors. Lock held. */
+ * none overlapping) in the tables by start and by end, the best-fit tree, linked with its free
+ * neighbours and, exactly when one of them joins it in a run, in the run index; the counts of
+ * those, and tagged_bytes, the sum of the tagged ranges. 0 unless the arena has a bug. A walk of
+ * every free range (a few lookups each): for the tests, through the counter heap_errors
+ * (MEMRES_ARENA_CHECK). Lock held. */
 guint64
 arena_heap_check (Arena *self)
 {
