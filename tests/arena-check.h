@@ -1,8 +1,8 @@
-/* arena-check.h: what the tests of the `arena` kind share (test-arena.c, test-arena-segments.c,
- * test-arena-space.c, test-arena-streams.c): its counters, its statistics checked for
- * consistency, trim, its granularity, its snapshot's blocks added up, the set-up of the stream
- * hazard cases (ArenaStreams). Static functions: each test program includes it once, after
- * testutil.h. */
+/* arena-check.h: what the tests of the `arena` kind share (test-arena.c, test-arena-heap.c,
+ * test-arena-segments.c, test-arena-space.c, test-arena-streams.c): its counters, its statistics
+ * checked for consistency, trim, its granularity, its snapshot's blocks added up, the set-up of
+ * the stream hazard cases (ArenaStreams). Static functions: each test program includes it once,
+ * after testutil.h. */
 #pragma once
 
 static inline guint64

@@ -1301,6 +1301,7 @@ test_shifting_sizes (gconstpointer data)
    * when each was placed on its own) */
   g_assert_cmpuint (st.reserved_high, <=, st.used_high * 103 / 100);
   g_assert_cmpuint (counter (mr, "run_takes"), >, 0);
+  g_assert_cmpuint (counter (mr, "heap_errors"), ==, 0);
   g_clear_pointer (&mr, memres_resource_unref);
   mt_stream_free (s);
   mt_hazard_end ();
@@ -1407,9 +1408,9 @@ json_uint (const char *json, const char *key)
  * memory of its whole granules is lent to the ring's front (arena-lend.c: mapped there too, no
  * memory created). Since h-kv3 the ring's ends share one granule's memory: a new cache continues
  * in its stream's own free tail at the ring's front, into the settled bytes after it (a run
- * take, arena-heap.c run_best_fit()), and its last granule, which it covers at most half of, is
- * mapped with the memory of a granule of the hole whose bytes there are free while the rest of
- * it still holds an older cache. Until h-kvreal that held on a toy device only: run_best_fit()
+ * take, arena-runs.c arena_runs_best_fit()), and its last granule, which it covers at most half of,
+ * is mapped with the memory of a granule of the hole whose bytes there are free while the rest of
+ * it still holds an older cache. Until h-kvreal that held on a toy device only: the run best fit
  * chose between the ring's front and a run behind it by the run's length, and the front's run
  * reaches to the end of the reservation (twice the device's memory), so it won on a 256 MiB
  * device and lost on an 80 GiB one: 1.063 there (25 granules; as on the H100), 1.021 here. Now
@@ -1476,6 +1477,7 @@ test_kv_growth (gconstpointer data)
   g_assert_cmpuint (st.reserved_high, <=, st.used_high * 103 / 100);
   g_assert_cmpuint (counter (mr, "granules_lent"), >, 0);
   g_assert_cmpuint (counter (mr, "granules_shared"), >, 0);
+  g_assert_cmpuint (counter (mr, "heap_errors"), ==, 0); /* the run index after 324 run takes */
   /* a share whose donor still holds the slab ends at the trim, and everything goes back */
   trim_ok (mr);
   g_assert_cmpuint (counter (mr, "shared_pending"), ==, 0);
@@ -1545,6 +1547,8 @@ main (int argc, char **argv)
   /* a small fake device, so that the out-of-memory test fills it quickly (read at cuInit); the
    * memory figures are asserted at the reservations of real cards too (mt_reservations) */
   g_setenv ("FAKECUDA_DEVICE_MEMORY", "256MiB", FALSE);
+  /* the counter heap_errors, read by the memory cases (docs/arena.md) */
+  g_setenv ("MEMRES_ARENA_CHECK", "1", TRUE);
   mt_init (&argc, &argv);
   mt_log_capture_init ();
 

@@ -17,10 +17,11 @@
  * first, up to the first not done; no call blocks) and the ranges whose events are done settle;
  * with a wait (out of memory, trim, finalize), all of them after cuCtxSynchronize. All under
  * parts.lock. */
-#include "arena-private.h"
+#include "arena-runs.h"
 
-static gint
-range_cmp (gconstpointer a, gconstpointer b, gpointer unused)
+/* The best-fit order: by tag, then size, then address (the run index's too, arena-runs.c). */
+gint
+arena_range_cmp (gconstpointer a, gconstpointer b, gpointer unused)
 {
   const Range *x = a, *y = b;
 
@@ -44,7 +45,8 @@ range_addr_cmp (gconstpointer a, gconstpointer b, gpointer unused)
 void
 arena_heap_init (Arena *self)
 {
-  self->free_tree = g_tree_new_full (range_cmp, NULL, NULL, g_free);
+  self->free_tree = g_tree_new_full (arena_range_cmp, NULL, NULL, g_free);
+  arena_runs_init (self);
   self->addr_tree = g_tree_new_full (range_addr_cmp, NULL, NULL, NULL);
   self->by_start = g_hash_table_new (g_direct_hash, g_direct_equal);
   self->by_end = g_hash_table_new (g_direct_hash, g_direct_equal);
@@ -67,6 +69,8 @@ arena_heap_clear (Arena *self)
   g_clear_pointer (&self->by_start, g_hash_table_unref);
   g_clear_pointer (&self->by_end, g_hash_table_unref);
   g_clear_pointer (&self->addr_tree, g_tree_destroy);
+  g_clear_pointer (&self->run_tree, g_tree_destroy);
+  g_clear_pointer (&self->run_dirty, g_free);
   g_clear_pointer (&self->free_tree, g_tree_destroy);
   while (self->n_range_pool > 0)
     g_free (self->range_pool[--self->n_range_pool]);
@@ -86,18 +90,19 @@ range_detach (Arena *self, Range *r, gboolean keep_place)
   g_tree_steal (self->free_tree, r);
   if (r->tag != NULL)
     self->tagged_bytes -= r->size;
+  arena_runs_detached (self, r);
 }
 
-static void
-range_unlink (Arena *self, Range *r)
+void
+arena_range_unlink (Arena *self, Range *r)
 {
   range_detach (self, r, FALSE);
 }
 
 /* @r's event unreferenced, the struct kept for range_new() (a best-fit pair frees one range
  * and makes one: no malloc and free each) or freed. */
-static void
-range_free (Arena *self, Range *r)
+void
+arena_range_free (Arena *self, Range *r)
 {
   cache_event_unref (&self->parts, r->event);
   if (self->n_range_pool < G_N_ELEMENTS (self->range_pool))
@@ -109,12 +114,19 @@ range_free (Arena *self, Range *r)
 static Range *
 range_new (Arena *self)
 {
-  return self->n_range_pool > 0 ? self->range_pool[--self->n_range_pool] : g_new (Range, 1);
+  Range *r = self->n_range_pool > 0 ? self->range_pool[--self->n_range_pool] : g_new (Range, 1);
+
+  r->in_run = FALSE;
+  r->dirty_at = 0;
+  r->visit = 0;
+  return r;
 }
 
-/* @r into the tables; into the address tree too unless it kept its place there. */
+/* @r into the tables; into the address tree too unless it kept its place there. @before and
+ * @after: the free ranges that end where it starts and start where it ends (NULL: none), which
+ * each caller knows (the run index links them, arena-runs.c; arena_heap_check() checks them). */
 static void
-range_attach (Arena *self, Range *r, gboolean kept_place)
+range_attach (Arena *self, Range *r, gboolean kept_place, Range *before, Range *after)
 {
   g_hash_table_insert (self->by_start, KEY (r->addr), r);
   g_hash_table_insert (self->by_end, KEY (r->addr + r->size), r);
@@ -123,22 +135,22 @@ range_attach (Arena *self, Range *r, gboolean kept_place)
   g_tree_insert (self->free_tree, r, r);
   if (r->tag != NULL)
     self->tagged_bytes += r->size;
+  arena_runs_attached (self, r, before, after);
 }
 
 static void
-range_relink (Arena *self, Range *r)
+range_relink (Arena *self, Range *r, Range *before, Range *after)
 {
-  range_attach (self, r, TRUE);
+  range_attach (self, r, TRUE, before, after);
 }
 
-/* [addr, addr + size) is free, tagged @tag (NULL: settled; its bytes must be dropped by the
- * caller) with @event (recorded on @tag after the free; the caller's reference is taken),
- * merged with free neighbours of the same tag, whose events the newer @event replaces. */
-void
-arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, CacheEvent *event)
+/* arena_heap_insert() with the free ranges that end at @addr (@before) and start at
+ * @addr + @size (@after), NULL where none, looked up by the caller. */
+static inline void
+heap_insert_between (Arena *self, guint64 addr, guint64 size, MemresStream tag, CacheEvent *event,
+                     Range *before, Range *after)
 {
-  Range *left = g_hash_table_lookup (self->by_end, KEY (addr));
-  Range *right = g_hash_table_lookup (self->by_start, KEY (addr + size));
+  Range *left = before, *right = after;
   const Reservation *here = arena_reservation_of (self, addr);
   Range *r;
 
@@ -156,19 +168,22 @@ arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, Ca
    * grows into are free), its event replaced by the newer @event; a new range only without one */
   if ((r = left != NULL ? left : right) != NULL)
     {
+      /* its free neighbours then: those of the ranges it merges, else @before and @after */
+      Range *l = left != NULL ? left->before : before, *n = right != NULL ? right->after : after;
+
       range_detach (self, r, TRUE);
       if (left != NULL && right != NULL)
         {
           size += right->size;
-          range_unlink (self, right);
-          range_free (self, right);
+          arena_range_unlink (self, right);
+          arena_range_free (self, right);
         }
       if (r == right)
         r->addr = addr;
       r->size += size;
       cache_event_unref (&self->parts, r->event);
       r->event = event;
-      range_relink (self, r);
+      range_relink (self, r, l, n);
       return;
     }
   r = range_new (self);
@@ -176,7 +191,17 @@ arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, Ca
   r->size = size;
   r->tag = tag;
   r->event = event;
-  range_attach (self, r, FALSE);
+  range_attach (self, r, FALSE, before, after);
+}
+
+/* [addr, addr + size) is free, tagged @tag (NULL: settled; its bytes must be dropped by the
+ * caller) with @event (recorded on @tag after the free; the caller's reference is taken),
+ * merged with free neighbours of the same tag, whose events the newer @event replaces. */
+void
+arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, CacheEvent *event)
+{
+  heap_insert_between (self, addr, size, tag, event, g_hash_table_lookup (self->by_end, KEY (addr)),
+                       g_hash_table_lookup (self->by_start, KEY (addr + size)));
 }
 
 /* The free range (of any tag) that holds address @a, or NULL: one lookup in the tree by
@@ -219,10 +244,10 @@ arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end)
       if (!at_end)
         r->addr += size;
       r->size -= size;
-      range_relink (self, r);
+      range_relink (self, r, at_end ? r->before : NULL, at_end ? NULL : r->after);
     }
   else
-    range_free (self, r);
+    arena_range_free (self, r);
   return addr;
 }
 
@@ -242,7 +267,7 @@ arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size)
     r->event->refs++;
   arena_heap_insert (self, addr + size, end - (addr + size), r->tag, r->event);
   r->size = addr - r->addr;
-  range_relink (self, r);
+  range_relink (self, r, r->before, NULL);
   return addr;
 }
 
@@ -260,8 +285,8 @@ granule_serves (Arena *self, guint g, guint64 lo, guint64 hi, guint tag)
 
 /* Whether [a, a + size), inside the free bytes [lo, hi), may serve @tag: its end granules (the
  * others lie wholly in the free bytes). */
-static gboolean
-window_serves (Arena *self, guint64 a, guint64 size, guint64 lo, guint64 hi, guint tag)
+gboolean
+arena_heap_window_serves (Arena *self, guint64 a, guint64 size, guint64 lo, guint64 hi, guint tag)
 {
   return granule_serves (self, arena_granule (self, a), lo, hi, tag)
          && granule_serves (self, arena_granule (self, a + size - 1), lo, hi, tag);
@@ -279,7 +304,7 @@ arena_heap_window (Arena *self, Range *r, guint64 size, guint tag, gboolean at_e
 
   for (guint i = 0; i < 4; i++)
     if (cand[i] >= lo && cand[i] <= hi - size && cand[i] + size > cand[i]
-        && window_serves (self, cand[i], size, lo, hi, tag))
+        && arena_heap_window_serves (self, cand[i], size, lo, hi, tag))
       {
         *addr = cand[i];
         return TRUE;
@@ -385,8 +410,8 @@ settle (Arena *self, gboolean wait, guint owner, GError **error)
       Range *r = g_ptr_array_index (tagged, i);
       guint64 addr = r->addr, size = r->size;
 
-      range_unlink (self, r);
-      range_free (self, r);
+      arena_range_unlink (self, r);
+      arena_range_free (self, r);
       arena_span_drop (self, addr, size);
       arena_heap_insert (self, addr, size, NULL, NULL);
     }
@@ -414,138 +439,6 @@ gboolean
 arena_heap_settle_tag (Arena *self, guint owner, GError **error)
 {
   return settle (self, FALSE, owner, error);
-}
-
-/* The free range that ends at @addr (@left) or starts there, if it is settled or tagged @tag. */
-static Range *
-run_neighbour (Arena *self, guint64 addr, MemresStream tag, gboolean left)
-{
-  Range *r = g_hash_table_lookup (left ? self->by_end : self->by_start, KEY (addr));
-
-  /* not across two reservations (arena_heap_insert()) */
-  return r != NULL && (r->tag == NULL || r->tag == tag)
-                 && arena_reservation_of (self, left ? r->addr : addr)
-                        == arena_reservation_of (self, left ? addr : addr - 1)
-             ? r
-             : NULL;
-}
-
-/* For an allocation on @tag: a window of @size bytes in a run of adjacent free ranges that are
- * each settled or tagged @tag, at least two of them (such neighbours never coalesce, yet the
- * stream may use both: its own frees are ordered before its allocations). Of the windows at
- * either end of every such run, the one with the fewest granules to back; then the window at
- * the start of a run that begins with the stream's own free bytes (the front of a ring of caches
- * grown a token at a time, /arena/memory/kv-growth: the new one continues there, into the
- * settled bytes after them); then the tightest run. *@from is the free range its first byte lies
- * in. FALSE when no run holds @size bytes.
- *
- * The run's length alone does not choose between the ring's front and a hole behind it: the run
- * at the front reaches into the settled rest of the reservation, whose length is the
- * reservation's (twice the device's memory), not the workload's. Chosen by length, a tie went to
- * the front on a 256 MiB device and behind it on an 80 GiB one (kv-growth 1.021 against 1.063). */
-static gboolean
-run_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, guint64 *addr, Range **from,
-              guint *unbacked)
-{
-  Range key = { 0, 0, tag };
-  GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
-  guint64 best_run = G_MAXUINT64;
-  gboolean found = FALSE, best_front = FALSE;
-
-  for (; node != NULL; node = g_tree_node_next (node))
-    {
-      Range *r = g_tree_node_key (node), *left = r, *right = r, *n;
-
-      if (r->tag != tag)
-        break;
-      while ((n = run_neighbour (self, left->addr, tag, TRUE)) != NULL)
-        left = n;
-      while ((n = run_neighbour (self, right->addr + right->size, tag, FALSE)) != NULL)
-        right = n;
-      if (left == right || right->addr + right->size - left->addr < size)
-        continue;
-      for (guint side = 0; side < 2; side++)
-        {
-          guint64 run = right->addr + right->size - left->addr;
-          guint64 at = side == 0 ? left->addr : right->addr + right->size - size;
-          gboolean front = side == 0 && left->tag != NULL;
-          guint u;
-
-          if (!window_serves (self, at, size, left->addr, right->addr + right->size, owner))
-            continue;
-          u = arena_span_unbacked (self, at, size);
-          if (!found || u < *unbacked
-              || (u == *unbacked
-                  && (front > best_front || (front == best_front && run < best_run))))
-            {
-              Range *f = side == 0 ? left : right;
-
-              while (f->addr > at)
-                f = g_hash_table_lookup (self->by_end, KEY (f->addr));
-              found = TRUE;
-              *addr = at;
-              *from = f;
-              *unbacked = u;
-              best_front = front;
-              best_run = run;
-            }
-        }
-    }
-  return found;
-}
-
-/* Takes [addr, addr + size) out of the run of free ranges it lies in, from @from on (settled,
- * or tagged with the allocating stream): the settled parts are held (their granules backed),
- * the tagged parts are held already; what is left of the first and the last range stays free
- * with its tag and event. On failure nothing changed. */
-static gboolean
-run_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error)
-{
-  g_autoptr (GPtrArray) parts = g_ptr_array_new ();
-  guint64 end = addr + size;
-  Range *first, *last;
-  guint held;
-
-  for (Range *r = from; r != NULL && r->addr < end;
-       r = g_hash_table_lookup (self->by_start, KEY (r->addr + r->size)))
-    g_ptr_array_add (parts, r);
-  for (held = 0; held < parts->len; held++)
-    {
-      Range *p = g_ptr_array_index (parts, held);
-      guint64 a = MAX (p->addr, addr), e = MIN (p->addr + p->size, end);
-
-      if (p->tag == NULL && !arena_span_hold (self, a, e - a, error))
-        {
-          while (held-- > 0)
-            {
-              p = g_ptr_array_index (parts, held);
-              a = MAX (p->addr, addr);
-              if (p->tag == NULL)
-                arena_span_drop (self, a, MIN (p->addr + p->size, end) - a);
-            }
-          return FALSE;
-        }
-    }
-  first = g_ptr_array_index (parts, 0);
-  last = g_ptr_array_index (parts, parts->len - 1);
-  for (guint i = 0; i < parts->len; i++)
-    range_unlink (self, g_ptr_array_index (parts, i));
-  /* each piece left keeps a reference of its range's event; range_free() drops the range's */
-  if (first->addr < addr)
-    {
-      if (first->event != NULL)
-        first->event->refs++;
-      arena_heap_insert (self, first->addr, addr - first->addr, first->tag, first->event);
-    }
-  if (last->addr + last->size > end)
-    {
-      if (last->event != NULL)
-        last->event->refs++;
-      arena_heap_insert (self, end, last->addr + last->size - end, last->tag, last->event);
-    }
-  for (guint i = 0; i < parts->len; i++)
-    range_free (self, g_ptr_array_index (parts, i));
-  return TRUE;
 }
 
 /* More address space: a new reservation (cuMemAddressReserve) of the first one's size, or of
@@ -680,13 +573,13 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
           /* on a tie too: the run's window starts in the stream's own free bytes (a ring of
            * growing caches' front tail), which a settled range's fresh start would leave
            * behind (/arena/memory/kv-growth) */
-          if (run_best_fit (self, tag, size, owner, &run_addr, &from, &run_unbacked)
+          if (arena_runs_best_fit (self, tag, size, owner, &run_addr, &from, &run_unbacked)
               && (any == NULL || run_unbacked <= arena_span_unbacked (self, any->addr, size)))
             {
               arena_span_serve (self, run_addr, size, owner);
               self->lend_lo = run_addr;
               self->lend_hi = run_addr + size;
-              if (!run_take (self, from, run_addr, size, error))
+              if (!arena_runs_take (self, from, run_addr, size, error))
                 return FALSE;
               self->run_takes++;
               *addr = run_addr;
@@ -759,14 +652,13 @@ arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, gu
   return TRUE;
 }
 
-/* The bytes whose settling the free of [addr, addr + size) on @tag makes wait for the close's
- * event: its own, and those of the free neighbours tagged @tag whose events are recorded that it
- * merges with (arena_heap_insert(): the merged range holds the newest event). */
+/* The bytes whose settling the free of @size bytes on @tag between the free ranges @left and
+ * @right (NULL: none) makes wait for the close's event: its own, and those of the neighbours
+ * tagged @tag whose events are recorded that it merges with (arena_heap_insert(): the merged
+ * range holds the newest event). */
 static guint64
-bytes_waiting (Arena *self, guint64 addr, guint64 size, MemresStream tag)
+bytes_waiting (guint64 size, MemresStream tag, const Range *left, const Range *right)
 {
-  Range *left = g_hash_table_lookup (self->by_end, KEY (addr));
-  Range *right = g_hash_table_lookup (self->by_start, KEY (addr + size));
   guint64 bytes = size;
 
   if (left != NULL && left->tag == tag && left->event != NULL && left->event->event != NULL)
@@ -783,10 +675,13 @@ bytes_waiting (Arena *self, guint64 addr, guint64 size, MemresStream tag)
 gboolean
 arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GError **error)
 {
+  /* its free neighbours, looked up once (recording the event changes no range) */
+  Range *left = g_hash_table_lookup (self->by_end, KEY (addr));
+  Range *right = g_hash_table_lookup (self->by_start, KEY (addr + size));
   CacheEvent *event = NULL;
 
   if (tag != NULL
-      && (event = arena_close_event (self, tag, bytes_waiting (self, addr, size, tag), NULL))
+      && (event = arena_close_event (self, tag, bytes_waiting (size, tag, left, right), NULL))
              == NULL)
     {
       if (!memres_cuda_stream_synchronize (self->device, tag, error))
@@ -795,7 +690,7 @@ arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GE
     }
   if (tag == NULL)
     arena_span_drop (self, addr, size);
-  arena_heap_insert (self, addr, size, tag, event);
+  heap_insert_between (self, addr, size, tag, event, left, right);
   if (self->shared->len > 0)
     arena_shared_resolve (self, tag, event, addr, addr + size);
   return TRUE;
@@ -845,7 +740,7 @@ arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 n
 
   if (r == NULL || (r->tag != NULL && r->tag != tag) || r->size < need
       || arena_reservation_of (self, addr) != arena_reservation_of (self, at)
-      || !window_serves (self, at, need, r->addr, r->addr + r->size, owner))
+      || !arena_heap_window_serves (self, at, need, r->addr, r->addr + r->size, owner))
     return FALSE;
   /* a tagged range's bytes are held already; what is left of it keeps its tag and event */
   arena_span_serve (self, at, need, owner);
@@ -880,18 +775,18 @@ arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 
       if (r->tag != NULL)
         break;
       if (n + new_size > r->addr + r->size
-          || !window_serves (self, n, new_size, r->addr, r->addr + r->size, owner))
+          || !arena_heap_window_serves (self, n, new_size, r->addr, r->addr + r->size, owner))
         continue;
       for (guint64 a = n + (i_lo - addr); a < n + (i_hi - addr) && unbacked; a += self->granularity)
         unbacked = self->handle[arena_granule (self, a)] == 0;
       if (!unbacked)
         continue;
-      range_unlink (self, r);
+      arena_range_unlink (self, r);
       if (r->addr < n)
         arena_heap_insert (self, r->addr, n - r->addr, NULL, NULL);
       if (n + new_size < r->addr + r->size)
         arena_heap_insert (self, n + new_size, r->addr + r->size - (n + new_size), NULL, NULL);
-      range_free (self, r);
+      arena_range_free (self, r);
       arena_span_serve (self, n, new_size, owner);
       *at = n;
       return TRUE;

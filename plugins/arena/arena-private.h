@@ -21,6 +21,9 @@
  * - arena-heap.c: the address range: free ranges best-fit with coalescing, tagged by the stream
  *   of their last free, and settling them (after the device's work) into ranges every stream
  *   may use;
+ * - arena-runs.c: runs of adjacent free ranges that one stream may use together (its own and
+ *   settled ones): the index of the tagged ranges that can be in one, the best run over it, a
+ *   window taken across a run; and the full check of the heap's indexes (counter heap_errors);
  * - arena-resize.c: resize, in place where the range allows, else a move (remapping the whole
  *   granules, copying the bytes of the two end ones);
  * - arena-export.c: the buffers with physical memory of their own, outside the granule table:
@@ -62,12 +65,18 @@
 #define ARENA_ALIGN 512 /* bytes: every large buffer and slab starts at a multiple */
 
 /* One heap extent (a range of the reservation): a free range, or a large buffer's plugin data. */
-typedef struct
+typedef struct _Range
 {
   guint64 addr;
   guint64 size;
   MemresStream tag;  /* free ranges: NULL settled, else the stream of the last free */
   CacheEvent *event; /* tagged ranges: recorded on @tag after the last free */
+  /* free ranges, while in the heap's tables (arena-runs.c): */
+  struct _Range *before; /* the free range that ends where it starts, or NULL */
+  struct _Range *after;  /* the free range that starts where it ends, or NULL */
+  gboolean in_run;       /* in Arena.run_tree */
+  guint dirty_at;        /* its index in Arena.run_dirty plus one; 0: not there */
+  guint32 visit;         /* the arena_runs_best_fit() that last walked its run */
 } Range;
 
 /* One reservation of address space: its granules are [first, first + size / granularity) of the
@@ -217,6 +226,7 @@ typedef struct
   guint64 export_min;  /* with it: large requests of at least this get memory of their own */
   CUmemAllocationProp own_prop; /* prop with the handle type of exportable buffers */
   gboolean eager_settle;        /* settle=eager (arena-heap.c extent_place()) */
+  gboolean heap_check;          /* MEMRES_ARENA_CHECK set at init: the counters add heap_errors */
 
   /* the reservations: the first at init, more when the address space runs out (under
    * parts.lock after init) */
@@ -256,8 +266,14 @@ typedef struct
   guint8 *shared_at;        /* per granule: 1 the second address of a Shared (@to), 2 the donor */
   guint64 shared_granules;  /* counter granules_shared */
   guint n_mapped, n_idle_mapped, mapped_high;
-  GHashTable *lines;     /* MemresStream: its StreamLine (arena-events.c) */
-  GTree *free_tree;      /* Range, by (tag, size, addr): best fit per tag */
+  GHashTable *lines; /* MemresStream: its StreamLine (arena-events.c) */
+  GTree *free_tree;  /* Range, by (tag, size, addr): best fit per tag */
+  GTree *run_tree;   /* Range, by (tag, size, addr): the tagged free ranges with a neighbour
+                      * in a run (arena-runs.c), each with in_run set, once run_dirty's are
+                      * brought in or out */
+  Range **run_dirty; /* ranges whose place in run_tree may have changed */
+  guint n_run_dirty, run_dirty_size;
+  guint32 run_visit;     /* the arena_runs_best_fit() calls so far (Range.visit) */
   Range *range_pool[32]; /* Range structs freed, kept for the next free range (arena-heap.c) */
   guint n_range_pool;
   GHashTable *by_start; /* free ranges by address */
@@ -440,6 +456,8 @@ void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream ta
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
 gboolean arena_heap_window (Arena *self, Range *r, guint64 size, guint tag, gboolean at_end,
                             guint64 *addr);
+gboolean arena_heap_window_serves (Arena *self, guint64 a, guint64 size, guint64 lo, guint64 hi,
+                                   guint tag);
 Range *arena_heap_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag,
                                guint64 *addr);
 Range *arena_heap_range_at (Arena *self, guint64 a);
@@ -458,6 +476,18 @@ gboolean arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, 
                                    MemresStream tag, GError **error);
 gboolean arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag,
                             GError **error);
+void arena_range_unlink (Arena *self, Range *r);
+void arena_range_free (Arena *self, Range *r);
+gint arena_range_cmp (gconstpointer a, gconstpointer b, gpointer unused);
+
+/* arena-runs.c */
+void arena_runs_init (Arena *self);
+void arena_runs_index (Arena *self, Range *r, gboolean in);
+void arena_runs_grow (Arena *self);
+gboolean arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner,
+                              guint64 *addr, Range **from, guint *unbacked);
+gboolean arena_runs_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error);
+guint64 arena_heap_check (Arena *self);
 
 /* arena-alloc.c */
 gboolean arena_allocate (MemresResource *mr, gsize size, MemresStream stream,

@@ -218,6 +218,9 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   gint vmm = 0;
 
   self->mr = mr;
+  /* for the tests: arena_heap_check() walks every free range at each read of the counters,
+   * which a snapshot and bench/interop.py's steps make (docs/arena.md) */
+  self->heap_check = g_getenv ("MEMRES_ARENA_CHECK") != NULL;
   if ((self->drv = memres_cuda_get_driver (error)) == NULL
       || !memres_cuda_check_device ((gint) device, error))
     return FALSE;
@@ -382,6 +385,8 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "tagged_bytes", "t", self->tagged_bytes);
   g_variant_dict_insert (counters, "large_allocations", "t", self->large_allocs);
   g_variant_dict_insert (counters, "run_takes", "t", self->run_takes);
+  if (self->heap_check)
+    g_variant_dict_insert (counters, "heap_errors", "t", arena_heap_check (self));
   g_variant_dict_insert (counters, "granules_lent", "t", self->lent_granules);
   g_variant_dict_insert (counters, "lent_pending", "t", (guint64) self->retired->len);
   g_variant_dict_insert (counters, "granules_reaped", "t", self->reaped_granules);

@@ -1,0 +1,286 @@
+/* memres - CUDA memory resources
+ * arena-runs.c: runs of free ranges for the `arena` kind's placement (arena-heap.c
+ * extent_place()). A run is a chain of two or more adjacent free ranges, each settled or tagged
+ * with one stream: such neighbours never coalesce (their tags differ), yet that stream may use
+ * them together, its own frees being ordered before its allocations.
+ *
+ * Each free range is linked with its free neighbours (Range.before, .after: the run walks follow
+ * them, no lookups), and only a tagged range with a neighbour that is settled or tagged with its
+ * stream (in its reservation) can be in a run, so those alone are indexed: Arena.run_tree, ordered
+ * as the best-fit tree (tag, size, address), which decides ties as the walk over every tagged
+ * range did. arena-runs.h keeps the links and the index true as ranges join and leave the heap's
+ * tables (arena-heap.c range_attach(), range_detach()), the index lazily: a range whose place
+ * may have changed is marked (Arena.run_dirty) and put in or out when the index is next read,
+ * so that a buffer closed and allocated again at its size never enters the tree.
+ * arena_runs_best_fit() walks each run once, from the first of its ranges in that order.
+ * memres-bench --random's warm replay on the fake: 46.1k instructions an operation before
+ * (every tagged range of the stream walked its whole run by hash lookups), 13.2k after, every
+ * placement the same (bench/RESULTS.md, h-bestfit).
+ *
+ * And arena_heap_check(): the heap's indexes checked against each other (the counter heap_errors
+ * with MEMRES_ARENA_CHECK set, which tests/test-arena-heap.c reads after random operations). All
+ * under parts.lock. */
+#include "arena-runs.h"
+
+#define KEY(a) GSIZE_TO_POINTER ((gsize) (a))
+
+/* @r into the run index or out of it. */
+void
+arena_runs_index (Arena *self, Range *r, gboolean in)
+{
+  if (in == r->in_run)
+    return;
+  if (in)
+    g_tree_insert (self->run_tree, r, r);
+  else
+    g_tree_remove (self->run_tree, r);
+  r->in_run = in;
+}
+
+void
+arena_runs_init (Arena *self)
+{
+  self->run_tree = g_tree_new_full (arena_range_cmp, NULL, NULL, NULL);
+  self->run_dirty = NULL;
+  self->n_run_dirty = self->run_dirty_size = 0;
+}
+
+/* Room for more ranges in run_dirty. */
+void
+arena_runs_grow (Arena *self)
+{
+  self->run_dirty_size = MAX (64, self->run_dirty_size * 2);
+  self->run_dirty = g_renew (Range *, self->run_dirty, self->run_dirty_size);
+}
+
+/* The run index brought up to date: each range of run_dirty in it exactly when a neighbour
+ * joins it. */
+static void
+runs_flush (Arena *self)
+{
+  for (guint i = 0; i < self->n_run_dirty; i++)
+    {
+      Range *r = self->run_dirty[i];
+
+      r->dirty_at = 0;
+      arena_runs_index (self, r, arena_runs_member (self, r, r->before, r->after));
+    }
+  self->n_run_dirty = 0;
+}
+
+static gboolean
+clear_visit (gpointer key, gpointer value, gpointer data)
+{
+  ((Range *) key)->visit = 0;
+  return FALSE;
+}
+
+/* @r's free neighbour before it (@left) or after it, if it is settled or tagged @tag and in the
+ * same reservation (ranges of two reservations stay apart: arena_heap_insert()). */
+static inline Range *
+run_neighbour (const Arena *self, const Range *r, MemresStream tag, gboolean left)
+{
+  Range *n = left ? r->before : r->after;
+
+  return n != NULL && (n->tag == NULL || n->tag == tag)
+                 && (self->n_resv == 1
+                     || arena_reservation_of (self, n->addr)
+                            == arena_reservation_of (self, r->addr))
+             ? n
+             : NULL;
+}
+
+/* For an allocation on @tag: a window of @size bytes in a run of adjacent free ranges that are
+ * each settled or tagged @tag, at least two of them (such neighbours never coalesce, yet the
+ * stream may use both: its own frees are ordered before its allocations). Of the windows at
+ * either end of every such run, the one with the fewest granules to back; then the window at
+ * the start of a run that begins with the stream's own free bytes (the front of a ring of caches
+ * grown a token at a time, /arena/memory/kv-growth: the new one continues there, into the
+ * settled bytes after them); then the tightest run. *@from is the free range its first byte lies
+ * in. FALSE when no run holds @size bytes.
+ *
+ * The run's length alone does not choose between the ring's front and a hole behind it: the run
+ * at the front reaches into the settled rest of the reservation, whose length is the
+ * reservation's (twice the device's memory), not the workload's. Chosen by length, a tie went to
+ * the front on a 256 MiB device and behind it on an 80 GiB one (kv-growth 1.021 against 1.063).
+ *
+ * Walked over the run index, each run once: before h-bestfit, every tagged range of the stream
+ * walked its whole run (memres-bench --random's warm replay: 194 tagged ranges and 838
+ * neighbour steps a call, for 73 runs of 258 ranges in all). */
+gboolean
+arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, guint64 *addr,
+                     Range **from, guint *unbacked)
+{
+  Range key = { 0, 0, tag };
+  GTreeNode *node;
+  guint64 best_run = G_MAXUINT64;
+  gboolean found = FALSE, best_front = FALSE;
+  guint32 visit;
+
+  runs_flush (self);
+  /* a stamp no range holds: after 2^32 calls, every range's cleared first */
+  if ((visit = ++self->run_visit) == 0)
+    {
+      g_tree_foreach (self->free_tree, clear_visit, NULL);
+      visit = self->run_visit = 1;
+    }
+  /* the stream's tagged ranges that have a neighbour in a run, in the order of the best-fit
+   * tree (the first of equal windows is kept: the order decides ties); every other tagged
+   * range of the stream is a run of one */
+  for (node = g_tree_lower_bound (self->run_tree, &key); node != NULL;
+       node = g_tree_node_next (node))
+    {
+      Range *r = g_tree_node_key (node), *left = r, *right = r, *n;
+
+      if (r->tag != tag)
+        break;
+      /* a run walked already, from a range before this one: the same windows, none better */
+      if (r->visit == visit)
+        continue;
+      r->visit = visit;
+      while ((n = run_neighbour (self, left, tag, TRUE)) != NULL)
+        (left = n)->visit = visit;
+      while ((n = run_neighbour (self, right, tag, FALSE)) != NULL)
+        (right = n)->visit = visit;
+      if (left == right || right->addr + right->size - left->addr < size)
+        continue;
+      for (guint side = 0; side < 2; side++)
+        {
+          guint64 run = right->addr + right->size - left->addr;
+          guint64 at = side == 0 ? left->addr : right->addr + right->size - size;
+          gboolean front = side == 0 && left->tag != NULL;
+          guint u;
+
+          if (!arena_heap_window_serves (self, at, size, left->addr, right->addr + right->size,
+                                         owner))
+            continue;
+          u = arena_span_unbacked (self, at, size);
+          if (!found || u < *unbacked
+              || (u == *unbacked
+                  && (front > best_front || (front == best_front && run < best_run))))
+            {
+              Range *f = side == 0 ? left : right;
+
+              while (f->addr > at)
+                f = f->before;
+              found = TRUE;
+              *addr = at;
+              *from = f;
+              *unbacked = u;
+              best_front = front;
+              best_run = run;
+            }
+        }
+    }
+  return found;
+}
+
+/* Takes [addr, addr + size) out of the run of free ranges it lies in, from @from on (settled,
+ * or tagged with the allocating stream): the settled parts are held (their granules backed),
+ * the tagged parts are held already; what is left of the first and the last range stays free
+ * with its tag and event. On failure nothing changed. */
+gboolean
+arena_runs_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error)
+{
+  g_autoptr (GPtrArray) parts = g_ptr_array_new ();
+  guint64 end = addr + size;
+  Range *first, *last;
+  guint held;
+
+  for (Range *r = from; r != NULL && r->addr < end; r = r->after)
+    g_ptr_array_add (parts, r);
+  for (held = 0; held < parts->len; held++)
+    {
+      Range *p = g_ptr_array_index (parts, held);
+      guint64 a = MAX (p->addr, addr), e = MIN (p->addr + p->size, end);
+
+      if (p->tag == NULL && !arena_span_hold (self, a, e - a, error))
+        {
+          while (held-- > 0)
+            {
+              p = g_ptr_array_index (parts, held);
+              a = MAX (p->addr, addr);
+              if (p->tag == NULL)
+                arena_span_drop (self, a, MIN (p->addr + p->size, end) - a);
+            }
+          return FALSE;
+        }
+    }
+  first = g_ptr_array_index (parts, 0);
+  last = g_ptr_array_index (parts, parts->len - 1);
+  for (guint i = 0; i < parts->len; i++)
+    arena_range_unlink (self, g_ptr_array_index (parts, i));
+  /* each piece left keeps a reference of its range's event; range_free() drops the range's */
+  if (first->addr < addr)
+    {
+      if (first->event != NULL)
+        first->event->refs++;
+      arena_heap_insert (self, first->addr, addr - first->addr, first->tag, first->event);
+    }
+  if (last->addr + last->size > end)
+    {
+      if (last->event != NULL)
+        last->event->refs++;
+      arena_heap_insert (self, end, last->addr + last->size - end, last->tag, last->event);
+    }
+  for (guint i = 0; i < parts->len; i++)
+    arena_range_free (self, g_ptr_array_index (parts, i));
+  return TRUE;
+}
+
+typedef struct
+{
+  Arena *self;
+  const Range *prev; /* the range before, by address */
+  guint64 ranges, members, tagged_bytes, errors;
+} Check;
+
+static gboolean
+check_range (gpointer key, gpointer value, gpointer data)
+{
+  Check *c = data;
+  Arena *self = c->self;
+  Range *r = key;
+  Range *l = g_hash_table_lookup (self->by_end, KEY (r->addr));
+  Range *n = g_hash_table_lookup (self->by_start, KEY (r->addr + r->size));
+  gboolean member = arena_runs_member (self, r, l, n);
+
+  c->ranges++;
+  c->members += member;
+  if (r->tag != NULL)
+    c->tagged_bytes += r->size;
+  /* in address order, not empty, apart from the one before */
+  c->errors += r->size == 0 || (c->prev != NULL && c->prev->addr + c->prev->size > r->addr);
+  /* in the tables by start and by end and in the best-fit tree */
+  c->errors += g_hash_table_lookup (self->by_start, KEY (r->addr)) != r;
+  c->errors += g_hash_table_lookup (self->by_end, KEY (r->addr + r->size)) != r;
+  c->errors += g_tree_lookup (self->free_tree, r) != r;
+  /* linked with its free neighbours */
+  c->errors += r->before != l || r->after != n;
+  /* in the run index exactly when a neighbour joins it */
+  c->errors += member != r->in_run;
+  c->errors += (g_tree_lookup (self->run_tree, r) == r) != member;
+  c->prev = r;
+  return FALSE;
+}
+
+/* The disagreements among the heap's indexes: every free range of the address tree (in order,
+ * none overlapping) in the tables by start and by end, the best-fit tree, linked with its free
+ * neighbours and, exactly when one of them joins it in a run, in the run index; the counts of
+ * those, and tagged_bytes, the sum of the tagged ranges. 0 unless the arena has a bug. A walk of
+ * every free range (a few lookups each): for the tests, through the counter heap_errors
+ * (MEMRES_ARENA_CHECK). Lock held. */
+guint64
+arena_heap_check (Arena *self)
+{
+  Check c = { self, NULL, 0, 0, 0, 0 };
+
+  runs_flush (self);
+  g_tree_foreach (self->addr_tree, check_range, &c);
+  c.errors += c.ranges != (guint64) g_tree_nnodes (self->free_tree);
+  c.errors += c.ranges != g_hash_table_size (self->by_start);
+  c.errors += c.ranges != g_hash_table_size (self->by_end);
+  c.errors += c.members != (guint64) g_tree_nnodes (self->run_tree);
+  c.errors += c.tagged_bytes != self->tagged_bytes;
+  return c.errors;
+}
