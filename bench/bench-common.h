@@ -72,7 +72,7 @@ typedef struct
   gpointer data;
 } BenchVariant;
 
-#define BENCH_MAX_VARIANTS 3
+#define BENCH_MAX_VARIANTS 4
 
 /* A row of a result table. Values are per unit, in ns (or as the section says). */
 typedef struct
@@ -87,6 +87,8 @@ typedef struct
   /* memres / raw, paired: the median and quartiles over the repetitions of memres's time over
    * raw's in the same repetition (they run back to back); NAN without both variants */
   gdouble ratio, ratio_q1, ratio_q3;
+  /* each variant's time over raw's, paired as @ratio is: the median (NAN without raw) */
+  gdouble variant_ratio[BENCH_MAX_VARIANTS];
   char *error;                           /* the row failed: why (then summaries are meaningless) */
   char *note;                            /* anything a reader must know about the row, or NULL */
   guint64 peak_reserved, peak_requested; /* random workload: bytes, 0 when not measured */

@@ -5,9 +5,15 @@
  * each repetition, in ns per lookup. The target (issue 37): the paired ratio at most 0.04, that is
  * memres_lookup() at least 25 times faster. A third variant, "call", runs the same loop with a
  * function that only stores the word the loop sums: what the loop and the call cost by
- * themselves, given in the row's note with the ratio net of it. The resource's kind must have
- * segments (vmm, arena, cache over anything); others fail the section. */
+ * themselves, given in the row's note with the ratio net of it. A fourth, "inline", runs the
+ * same loop with memres_lookup_inline() (memres-lookup-inline.h) compiled into it: no call on
+ * the direct path (a segment over the whole 1 MiB page: `cache>dmr`'s 1 MiB blocks, `vmm` and
+ * `arena` pages inside a buffer or granule), memres_lookup() for the rest; its paired ratio
+ * against the driver is in the note. The resource's kind must have segments (vmm, arena, cache
+ * over anything); others fail the section. */
 #include "bench-common.h"
+
+#include <memres/memres-lookup-inline.h>
 
 #define LOOKUP_ADDRESSES 4096 /* distinct addresses cycled through, a power of two */
 
@@ -46,6 +52,30 @@ memres_loop (LookupFunc lookup, const CUdeviceptr *addresses, guint64 iterations
       if (ALMOST_NEVER (
               !lookup ((gconstpointer) (guintptr) addresses[i & (LOOKUP_ADDRESSES - 1)], &info)))
         break;
+      sum += info.segment.base;
+    }
+  *sink += sum;
+  return i;
+}
+
+/* memres_loop() with memres_lookup_inline() in place of the call through @lookup: the same loads,
+ * test and sum around it. The answer is made to escape (an empty asm that may read it), so that
+ * the whole of it is stored, as memres_lookup() stores it: without that, GCC keeps only the
+ * 16 bytes of the word the loop sums and drops the offset (a caller that reads little of the
+ * answer gets that too). */
+static G_GNUC_NO_INLINE guint64
+inline_loop (const CUdeviceptr *addresses, guint64 iterations, guint64 *sink)
+{
+  guint64 sum = 0, i;
+
+  for (i = 0; i < iterations; i++)
+    {
+      MemresLookupInfo info __attribute__ ((aligned (64)));
+
+      if (ALMOST_NEVER (!memres_lookup_inline (
+              (gconstpointer) (guintptr) addresses[i & (LOOKUP_ADDRESSES - 1)], &info)))
+        break;
+      __asm__ volatile("" : : "r"(&info) : "memory");
       sum += info.segment.base;
     }
   *sink += sum;
@@ -109,6 +139,23 @@ lookup_memres (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **e
   return TRUE;
 }
 
+static gboolean
+lookup_inline (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error)
+{
+  LookupJob *job = data;
+  gint64 t0 = bench_now_ns ();
+  guint64 done = inline_loop (job->addresses, iterations, &job->sink);
+
+  *elapsed_ns += bench_now_ns () - t0;
+  if (G_UNLIKELY (done < iterations))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                   "memres_lookup_inline() did not find an address of a live buffer");
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* the loop and the call by themselves: memres_loop() over lookup_nothing() */
 static gboolean
 lookup_call (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error)
@@ -148,7 +195,8 @@ lookup_row (BenchContext *ctx, BenchSection *section, guint n, gsize size)
   LookupJob job = { ctx, addresses, memres_lookup, lookup_nothing, 0 };
   BenchVariant variants[] = { { "memres", lookup_memres, &job },
                               { "raw", lookup_raw, &job },
-                              { "call", lookup_call, &job } };
+                              { "call", lookup_call, &job },
+                              { "inline", lookup_inline, &job } };
   MemresLookupInfo info;
   g_autoptr (GHashTable) segments = g_hash_table_new (g_int64_hash, g_int64_equal);
   g_autoptr (GHashTable) gibs = g_hash_table_new (g_int64_hash, g_int64_equal);
@@ -194,14 +242,17 @@ lookup_row (BenchContext *ctx, BenchSection *section, guint n, gsize size)
   if (bench_measure (ctx, label, variants, G_N_ELEMENTS (variants), 1, row, &error))
     {
       gdouble m = row->summaries[0].median, r = row->summaries[1].median;
-      gdouble c = row->summaries[2].median;
+      gdouble c = row->summaries[2].median, in = row->summaries[3].median;
+      gdouble in_ratio = row->variant_ratio[3];
 
       row->note = g_strdup_printf (
           "%u segments in this process (in %u GiBs, %u of them on 1 MiB edges); memres_lookup() "
           "%.2f ns, cuPointerGetAttribute %.1f ns: %.1fx faster (paired ratio %.4f; target <= "
-          "0.04, 25x); the loop and a call that only stores a word %.2f ns, net of it %.1fx",
+          "0.04, 25x); the loop and a call that only stores a word %.2f ns, net of it %.1fx; "
+          "memres_lookup_inline() %.2f ns: %.1fx faster (paired ratio %.4f)",
           g_hash_table_size (segments), g_hash_table_size (gibs), whole_pages, m, r,
-          row->ratio > 0 ? 1 / row->ratio : 0.0, row->ratio, c, m > c ? (r - c) / (m - c) : 0.0);
+          row->ratio > 0 ? 1 / row->ratio : 0.0, row->ratio, c, m > c ? (r - c) / (m - c) : 0.0, in,
+          in_ratio > 0 ? 1 / in_ratio : 0.0, in_ratio);
     }
 
 out:
@@ -215,7 +266,8 @@ out:
  * bench_run_lookup:
  * @ctx: the benchmark context (its resource must have segments)
  *
- * Section (n): memres_lookup() against cuPointerGetAttribute, with 1, 64, 1024 and 10,000
+ * Section (n): memres_lookup() (and memres_lookup_inline()) against cuPointerGetAttribute, with
+ * 1, 64, 1024 and 10,000
  * buffers live (quick: 1, 4, 16 and 64). Every lookup reads the index (no per-thread table):
  * the rows differ in how many segments' entries and pages the lookups touch.
  *

@@ -116,9 +116,21 @@ summarize (gdouble *samples, guint n, guint64 iterations, BenchSummary *out)
   out->iterations = iterations;
 }
 
+/* The median over the repetitions of @v's time over raw's (@r) in the same repetition.
+ * @samples: unsorted, variant-major; @ratios: @reps of room. */
+static gdouble
+paired_median (const gdouble *samples, guint reps, int v, int r, gdouble *ratios)
+{
+  for (guint i = 0; i < reps; i++)
+    ratios[i] = samples[v * reps + i] / samples[r * reps + i];
+  qsort (ratios, reps, sizeof (gdouble), compare_doubles);
+  return quantile (ratios, reps, 0.5);
+}
+
 /* The median and quartiles over the repetitions of memres's time over raw's in the same
- * repetition, into @row (its variant names set); left NAN when the row lacks either.
- * @samples: unsorted, variant-major. */
+ * repetition, into @row (its variant names set); left NAN when the row lacks either. And each
+ * variant's median the same way (row->variant_ratio), NAN without raw. @samples: unsorted,
+ * variant-major. */
 static void
 paired_ratio (const gdouble *samples, guint reps, BenchRow *row)
 {
@@ -126,13 +138,16 @@ paired_ratio (const gdouble *samples, guint reps, BenchRow *row)
   int r = bench_row_variant_index (row, "raw");
   g_autofree gdouble *ratios = NULL;
 
-  if (m < 0 || r < 0)
+  for (guint v = 0; v < BENCH_MAX_VARIANTS; v++)
+    row->variant_ratio[v] = NAN;
+  if (r < 0)
     return;
   ratios = g_new (gdouble, reps);
-  for (guint i = 0; i < reps; i++)
-    ratios[i] = samples[m * reps + i] / samples[r * reps + i];
-  qsort (ratios, reps, sizeof (gdouble), compare_doubles);
-  row->ratio = quantile (ratios, reps, 0.5);
+  for (guint v = 0; v < row->n_variants; v++)
+    row->variant_ratio[v] = paired_median (samples, reps, (int) v, r, ratios);
+  if (m < 0)
+    return;
+  row->ratio = paired_median (samples, reps, m, r, ratios);
   row->ratio_q1 = quantile (ratios, reps, 0.25);
   row->ratio_q3 = quantile (ratios, reps, 0.75);
 }

@@ -57,6 +57,8 @@ bench_section_add_row (BenchSection *section, const char *label, guint64 size, g
   row->size = size;
   row->threads = threads;
   row->ratio = row->ratio_q1 = row->ratio_q3 = NAN;
+  for (guint v = 0; v < BENCH_MAX_VARIANTS; v++)
+    row->variant_ratio[v] = NAN;
   g_ptr_array_add (section->rows, row);
   return row;
 }

@@ -54,6 +54,8 @@
 
 #include "segment-index.h"
 
+#include <memres/memres-lookup-inline.h>
+
 G_BEGIN_DECLS
 
 /* a reader copies an entry's (or a slot's) first 48 bytes as they lie into the first 48 of a
@@ -210,14 +212,15 @@ typedef struct
   guint64 done;
 } IndexSeq;
 
-G_GNUC_INTERNAL extern IndexSeq _memres_index_seq;
-
-/* The flat table and the node its empty entries lead to, in one object, so that a reader reaches
- * both from one address: the object's, which is the empty node's (a slot's place is then that
- * address plus the table's entry plus the page's place), the table at a fixed distance after it
- * (the displacement of the reader's load of an entry). */
+/* The readers' whole state but the hash table, in one object, so that a reader reaches all of it
+ * from one address, the empty node's, which memres_lookup_index (memres-lookup-inline.h) gives
+ * the inline readers of applications: the node the flat table's empty entries lead to (a slot's
+ * place is that node's address plus the table's entry plus the page's place), the sequence
+ * counts in the line before it and the table after it (each the displacement of a load). */
 typedef struct
 {
+  IndexSeq seq;
+  guint64 pad[6]; /* the counts' line, which every change writes, to themselves */
   /* never written: every word 0, so that a slot reads as no direct answer (neg_base 0) and, by
    * its v of 0 and its zero words, as SLOT_FEW with no run at 0 or after (lookup_few() finds
    * none there). Zero pages, touched only by the readers of empty GiBs. */
@@ -225,6 +228,26 @@ typedef struct
   /* atomic: the node of each GiB below 2^48, as TOP_REL() of it; 0: none (the empty node) */
   guintptr top[1u << TOP_BITS];
 } IndexFlat;
+
+/* Layout 1 of memres-lookup-inline.h (MEMRES_LOOKUP_LAYOUT), whose direct path is the readers'
+ * here too: what it reads of the index, where it reads it. A change that breaks one of these
+ * is a new layout: a new MEMRES_LOOKUP_LAYOUT in that header, with its constants, and
+ * memres_lookup_index's layout word set to it (applications built before then call
+ * memres_lookup() for every address, as that header's documentation promises). */
+#define FROM_EMPTY(f)                                                                              \
+  ((long) G_STRUCT_OFFSET (IndexFlat, f) - (long) G_STRUCT_OFFSET (IndexFlat, empty))
+G_STATIC_ASSERT (FROM_EMPTY (seq.begun) == 8 * MEMRES_LOOKUP_BEGUN_WORD_);
+G_STATIC_ASSERT (FROM_EMPTY (seq.done) == 8 * MEMRES_LOOKUP_DONE_WORD_);
+G_STATIC_ASSERT (FROM_EMPTY (top) == MEMRES_LOOKUP_TOP_AT_);
+#undef FROM_EMPTY
+G_STATIC_ASSERT (TOP_BITS == MEMRES_LOOKUP_TOP_BITS_);
+G_STATIC_ASSERT (PAGE_SHIFT == MEMRES_LOOKUP_PAGE_SHIFT_);
+G_STATIC_ASSERT (NODE_SHIFT == MEMRES_LOOKUP_NODE_SHIFT_);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (Node, page) == 0);
+G_STATIC_ASSERT (sizeof (Slot) == 1u << MEMRES_LOOKUP_SLOT_SHIFT_);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (Slot, w) == 0);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (Slot, neg_base) == 8 * MEMRES_LOOKUP_NEG_BASE_WORD_);
+G_STATIC_ASSERT (sizeof (MemresLookupPart_) * 3 == ANSWER_WORDS * 8);
 
 G_GNUC_INTERNAL extern IndexFlat _memres_index_flat;
 /* atomic: the hash table of the nodes of the GiBs above */

@@ -31,7 +31,7 @@ typedef struct
 static void
 write_begin (void)
 {
-  STORE (&_memres_index_seq.begun, _memres_index_seq.begun + 1);
+  STORE (&_memres_index_flat.seq.begun, _memres_index_flat.seq.begun + 1);
   __atomic_thread_fence (__ATOMIC_RELEASE);
 }
 
@@ -40,7 +40,8 @@ write_begin (void)
 static void
 write_end (void)
 {
-  __atomic_store_n (&_memres_index_seq.done, _memres_index_seq.done + 1, __ATOMIC_RELEASE);
+  __atomic_store_n (&_memres_index_flat.seq.done, _memres_index_flat.seq.done + 1,
+                    __ATOMIC_RELEASE);
 }
 
 static void

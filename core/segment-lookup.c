@@ -20,17 +20,24 @@
  * answer and a search. */
 #include "segment-index-layout.h"
 
-IndexSeq _memres_index_seq __attribute__ ((aligned (64)));
 IndexFlat _memres_index_flat __attribute__ ((aligned (64)));
 Dir *_memres_index_dir;
 
+/* memres-lookup-inline.h's object: the layout of the index it leads to, and the index. Documented
+ * in that header. */
+const MemresLookupIndex memres_lookup_index
+    = { MEMRES_LOOKUP_LAYOUT, 0, (const guint64 *) &_memres_index_flat.empty };
+/* its size is ABI (a program may hold a copy of it, made by a copy relocation) */
+G_STATIC_ASSERT (sizeof (MemresLookupIndex) == 8 + sizeof (gpointer));
+G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresLookupIndex, layout) == 0);
+
 /* ---- the readers ---------------------------------------------------------------------------- */
 
-/* The readers' rule. A reader takes no lock: it reads _memres_index_seq.done (acquire), then
+/* The readers' rule. A reader takes no lock: it reads _memres_index_flat.seq.done (acquire), then
  * words a writer may be rewriting meanwhile (relaxed atomic loads, or plain loads where a value is
  * only tested or copied, so that the compiler folds the load into the instruction that uses it:
  * the answer's three 16-byte loads, the direct path's slot neg_base), then, after an
- * acquire fence, checks that _memres_index_seq.begun equals what it read (seq_still(), a plain
+ * acquire fence, checks that _memres_index_flat.seq.begun equals what it read (seq_still(), a plain
  * load folded into the compare): only then is what it read one state of the index. So a pointer
  * read from such a word is followed before that check only where every value the word can ever hold
  * is a valid pointer, of the one type the reader takes it for, to memory that is never freed:
@@ -64,7 +71,11 @@ Dir *_memres_index_dir;
  *   record keeps its capacity), so they could be followed at once; they are checked first all the
  *   same, so that the rule has one exception list, the one above.
  * An entry followed after the check may be removed and reused while the reader copies its answer:
- * entries are never freed, and lookup_answer()'s final check throws away a torn copy. */
+ * entries are never freed, and lookup_answer()'s final check throws away a torn copy.
+ * The direct path (the flat table's entry, then a slot whose negated base says it holds one
+ * segment's answer) is memres-lookup-inline.h's internal part, which memres_lookup_inline()
+ * compiles into applications: they read by this rule too, through memres_lookup_index, and
+ * only while its layout word is the one their header knew. */
 
 /* The node of the GiB of @addr above the flat table, or NULL. */
 G_GNUC_NO_INLINE static const Node *
@@ -100,11 +111,11 @@ static inline __attribute__ ((always_inline)) gboolean
 seq_still (guint64 seq)
 {
   __atomic_thread_fence (__ATOMIC_ACQUIRE);
-  return _memres_index_seq.begun == seq;
+  return _memres_index_flat.seq.begun == seq;
 }
 
-/* 16 bytes of an answer, copied in one move */
-typedef gint64 AnswerPart __attribute__ ((vector_size (16), aligned (8), may_alias));
+/* 16 bytes of an answer, copied in one move (the direct path's type, memres-lookup-inline.h) */
+typedef MemresLookupPart_ AnswerPart;
 
 /* The answer at @w (a slot's copy, or an entry: the first 48 bytes of a MemresLookupInfo), of a
  * segment that holds @addr, in @info when no change began since the @seq-th was done; else the
@@ -126,23 +137,14 @@ lookup_answer (const guint64 *w, guint64 addr, MemresLookupInfo *info, guint64 s
   return TRUE;
 }
 
-/* lookup_answer() of a direct slot's words @w, whose negated base @neg_base (the slot's, read
- * before) gives the offset with no load of the base: the direct path's answer. */
-static inline __attribute__ ((always_inline)) gboolean
-lookup_direct (const guint64 *w, guint64 neg_base, guint64 addr, MemresLookupInfo *info,
-               guint64 seq)
+/* The direct case at the slot @s (a page's or a region's), begun at @seq: memres-lookup-inline.h's
+ * _memres_lookup_slot_(), the one copy of it, which applications also compile into their code
+ * through memres_lookup_inline(). MEMRES_LOOKUP_ANSWERED_ (@info filled), MEMRES_LOOKUP_CHANGED_
+ * (a writer seen: the caller retries) or MEMRES_LOOKUP_NOT_DIRECT_. */
+static inline __attribute__ ((always_inline)) int
+lookup_direct (const Slot *s, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
-  AnswerPart a0 = ((const AnswerPart *) w)[0];
-  AnswerPart a1 = ((const AnswerPart *) w)[1];
-  AnswerPart a2 = ((const AnswerPart *) w)[2];
-
-  if (G_UNLIKELY (!seq_still (seq)))
-    return lookup_retry (addr, info);
-  ((AnswerPart *) info)[0] = a0;
-  ((AnswerPart *) info)[1] = a1;
-  ((AnswerPart *) info)[2] = a2;
-  info->offset = addr + neg_base;
-  return TRUE;
+  return _memres_lookup_slot_ ((const guint64 *) &_memres_index_flat.empty, s->w, addr, info, seq);
 }
 
 /* No segment holds @addr at sequence number @seq: %FALSE, or the whole lookup again when a
@@ -213,11 +215,13 @@ lookup_runs (guint64 addr, MemresLookupInfo *info, guint64 seq, const Runs *r)
 G_GNUC_NO_INLINE static gboolean
 lookup_region (guint64 addr, MemresLookupInfo *info, guint64 seq, const Slot *s)
 {
-  guint64 neg_base = s->neg_base;
+  int found = lookup_direct (s, addr, info, seq);
   guintptr v;
 
-  if (G_LIKELY ((gint64) neg_base < 0))
-    return lookup_direct (s->w, neg_base, addr, info, seq);
+  if (G_LIKELY (found == MEMRES_LOOKUP_ANSWERED_))
+    return TRUE;
+  if (G_UNLIKELY (found == MEMRES_LOOKUP_CHANGED_))
+    return lookup_retry (addr, info);
   v = LOAD_ACQUIRE (&s->v);
   if (!(v & SLOT_RUNS))
     return lookup_few (s, addr, info, seq);
@@ -249,7 +253,7 @@ lookup_page_rest (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v,
 static inline __attribute__ ((always_inline)) gboolean
 lookup_page (const Slot *s, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
-  guint64 neg_base = s->neg_base;
+  int found = lookup_direct (s, addr, info, seq);
   guintptr v;
 
   /* the direct path: one plain load of the negated base, its sign test (one instruction fused
@@ -258,8 +262,10 @@ lookup_page (const Slot *s, guint64 addr, MemresLookupInfo *info, guint64 seq)
    * direct kind, no tag bits) was a writer's change between the two reads: lookup_few() reads
    * its answer bytes as runs, and its sequence check sends the lookup back before it follows
    * one (the readers' rule, above) */
-  if (ALMOST_ALWAYS ((gint64) neg_base < 0))
-    return lookup_direct (s->w, neg_base, addr, info, seq);
+  if (ALMOST_ALWAYS (found == MEMRES_LOOKUP_ANSWERED_))
+    return TRUE;
+  if (G_UNLIKELY (found == MEMRES_LOOKUP_CHANGED_))
+    return lookup_retry (addr, info);
   v = LOAD_ACQUIRE (&s->v);
   if (G_LIKELY (!(v & SLOT_RUNS))) /* SLOT_FEW: neither runs nor SLOT_NONE */
     return lookup_few (s, addr, info, seq);
@@ -281,22 +287,19 @@ lookup_high (guint64 addr, MemresLookupInfo *info, guint64 seq)
 static inline __attribute__ ((always_inline)) gboolean
 lookup_at (guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
-  guint64 gib = addr >> GIB_SHIFT;
-  /* the place of the page's slot in its node: the page number in the GiB times 64 */
-  guint64 at = (addr >> (PAGE_SHIFT - 6)) & ((guint64) (NODE_PAGES - 1) << 6);
   const IndexFlat *flat = &_memres_index_flat;
-  guintptr rel;
 
-  G_STATIC_ASSERT (sizeof (Slot) == 1u << 6);
   /* the table's address taken as an opaque value, so that GCC gives it a register of its own:
    * otherwise it put it in @addr's, and kept @addr for the offset by one copy more (gcc 12) */
   __asm__("" : "+r"(flat));
-  if (G_UNLIKELY (gib >= TOP_GIBS))
+  if (G_UNLIKELY ((addr >> GIB_SHIFT) >= TOP_GIBS))
     return lookup_high (addr, info, seq);
-  /* a plain load (the readers' rule, above): one add from the table with the page's place; a GiB
-   * with no node (0) reads the empty node's slot, with no test here */
-  rel = flat->top[gib];
-  return lookup_page ((const Slot *) ((const char *) &flat->empty + (rel + at)), addr, info, seq);
+  /* memres-lookup-inline.h's, as memres_lookup_inline() finds it: a plain load of the GiB's
+   * entry (the readers' rule, above), one add with the page's place; a GiB with no node (0)
+   * reads the empty node's slot, with no test here */
+  return lookup_page (
+      (const Slot *) _memres_lookup_flat_slot_ ((const guint64 *) &flat->empty, addr), addr, info,
+      seq);
 }
 
 /* The lookup after a writer was seen: again, waiting while a change is under way (the count
@@ -306,7 +309,8 @@ lookup_retry (guint64 addr, MemresLookupInfo *info)
 {
   guint64 seq;
 
-  while ((seq = LOAD_ACQUIRE (&_memres_index_seq.done)) != LOAD (&_memres_index_seq.begun))
+  while ((seq = LOAD_ACQUIRE (&_memres_index_flat.seq.done))
+         != LOAD (&_memres_index_flat.seq.begun))
     g_thread_yield ();
   return lookup_at (addr, info, seq);
 }
@@ -359,5 +363,5 @@ memres_lookup (gconstpointer ptr, MemresLookupInfo *info)
   g_return_val_if_fail (info != NULL, FALSE);
   /* a change begun and not done yet makes the count of changes begun, read at the end, larger:
    * the lookup runs through and retries there, with no branch of its own here */
-  return lookup_at ((guint64) (guintptr) ptr, info, LOAD_ACQUIRE (&_memres_index_seq.done));
+  return lookup_at ((guint64) (guintptr) ptr, info, LOAD_ACQUIRE (&_memres_index_flat.seq.done));
 }

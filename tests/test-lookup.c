@@ -7,11 +7,17 @@
  * edge, cut into runs by many edges, nested, equal and partly overlapping ranges (a block of an
  * upper layer across the edge of two of the lower's), addresses above 2^48 (the hash
  * table, not the flat table); each probe checked against a model of the live ranges, after every
- * change. */
+ * change. Every lookup outside the races is made twice, by memres_lookup() and by
+ * memres_lookup_inline() (memres-lookup-inline.h), whose answers must be the same; the race
+ * readers take either at random. Built a second time as test-lookup-other-layout, with
+ * tests/lookup-other-layout.c's memres_lookup_index (a layout this header does not know, and no
+ * index behind it) in place of libmemres's: every inline call must then be memres_lookup()'s,
+ * with the same answers. */
 #include "testutil.h"
 
 #include "plugins/common.h"
 
+#include <memres/memres-lookup-inline.h>
 #include <string.h>
 
 static gconstpointer
@@ -20,13 +26,47 @@ addr (guint64 a)
   return (gconstpointer) (guintptr) a;
 }
 
+/* memres_lookup() of @ptr, and memres_lookup_inline()'s answer checked against it: the same
+ * result, the same 56 bytes when found, its @info untouched when not. */
+static gboolean
+lookup_both (gconstpointer ptr, MemresLookupInfo *info)
+{
+  MemresLookupInfo in;
+  gboolean found = memres_lookup (ptr, info), found_inline;
+
+  memset (&in, 0x5a, sizeof in);
+  found_inline = memres_lookup_inline (ptr, &in);
+  g_assert_cmpint (found_inline, ==, found);
+  if (found)
+    {
+      g_assert_true (in.resource == info->resource);
+      g_assert_cmphex (in.segment.base, ==, info->segment.base);
+      g_assert_cmpuint (in.segment.length, ==, info->segment.length);
+      g_assert_cmpint (in.segment.device, ==, info->segment.device);
+      g_assert_cmpuint (in.segment.handle_types, ==, info->segment.handle_types);
+      g_assert_cmpuint (in.segment.tag_id, ==, info->segment.tag_id);
+      g_assert_true (in.segment.tag == info->segment.tag);
+      g_assert_cmpuint (in.offset, ==, info->offset);
+    }
+  else
+    g_assert_cmpuint (in.offset, ==, G_GUINT64_CONSTANT (0x5a5a5a5a5a5a5a5a));
+  return found;
+}
+
+/* A race reader's lookup: memres_lookup() or memres_lookup_inline(), by @x's bit 0. */
+static gboolean
+lookup_either (guint64 x, gconstpointer ptr, MemresLookupInfo *info)
+{
+  return (x & 1) ? memres_lookup_inline (ptr, info) : memres_lookup (ptr, info);
+}
+
 static void
 assert_found (guint64 a, MemresResource *mr, guint64 base, guint64 length)
 {
   MemresLookupInfo info;
 
   memset (&info, 0xa5, sizeof info);
-  g_assert_true (memres_lookup (addr (a), &info));
+  g_assert_true (lookup_both (addr (a), &info));
   g_assert_true (info.resource == mr);
   g_assert_cmphex (info.segment.base, ==, base);
   g_assert_cmpuint (info.segment.length, ==, length);
@@ -43,7 +83,7 @@ assert_missing (guint64 a)
   MemresLookupInfo info;
 
   memset (&info, 0xa5, sizeof info);
-  g_assert_false (memres_lookup (addr (a), &info));
+  g_assert_false (lookup_both (addr (a), &info));
   g_assert_cmpuint (info.offset, ==, G_GUINT64_CONSTANT (0xa5a5a5a5a5a5a5a5));
 }
 
@@ -86,7 +126,7 @@ test_nested_after_hit (void)
   MemresBuffer *a;
   guint64 l, ua;
 
-  g_assert_true (memres_lookup (memres_buffer_get_pointer (held), &info));
+  g_assert_true (lookup_both (memres_buffer_get_pointer (held), &info));
   g_assert_true (info.resource == lower);
   l = info.segment.base;
   g_assert_cmpuint (info.segment.length, ==, 1024 * 1024);
@@ -98,7 +138,7 @@ test_nested_after_hit (void)
   ua = memres_buffer_get_address (a);
   g_assert_cmphex (ua, >=, l);
   g_assert_cmphex (ua + 64 * 1024, <=, l + 1024 * 1024);
-  g_assert_true (memres_lookup (addr (ua), &info));
+  g_assert_true (lookup_both (addr (ua), &info));
   assert_found (ua, top, info.segment.base, 64 * 1024);
   g_assert_cmphex (info.segment.base, <=, ua);
   for (guint64 x = info.segment.base; x < info.segment.base + 64 * 1024; x += 4096)
@@ -193,7 +233,7 @@ reader_thread (gpointer data)
           g_thread_yield ();
           continue;
         }
-      hit = memres_lookup (addr (base + 8), &info);
+      hit = lookup_either ((guint64) p1 >> 2, addr (base + 8), &info);
       if (g_atomic_int_get (&r->phase) != p1)
         continue; /* the phase changed under the lookup: nothing to check */
       if (p1 % 4 == 1)
@@ -358,7 +398,7 @@ check_at (guint64 a)
       MemresLookupInfo info;
 
       memset (&info, 0xa5, sizeof info);
-      g_assert_true (memres_lookup (addr (a), &info));
+      g_assert_true (lookup_both (addr (a), &info));
       g_assert_true (info.resource == want->mr);
       g_assert_cmphex (info.segment.base, ==, want->base);
       g_assert_cmpuint (info.segment.length, ==, want->length);
@@ -865,7 +905,7 @@ shared_reader (gpointer data)
         g_atomic_int_inc (&sh->laps);
       i = (x >> 8) % SHARED_FIXED;
       a = fixed_base (sh, i) + (x >> 12) % MIB;
-      if (!memres_lookup (addr (a), &info))
+      if (!lookup_either (x >> 31, addr (a), &info))
         g_atomic_int_inc (&sh->bad);
       else if (info.resource == sh->fixed_mr)
         {
@@ -977,7 +1017,7 @@ states_reader (gpointer data)
       /* in the coarse one: half of them in its first 8 MiB (a page with a small one nested) */
       a = st->base[i]
           + (((x >> 32) * (i == STATES_FINE && (x & 0x100) ? 8 * MIB : st->length[i])) >> 32);
-      if (!memres_lookup (addr (a), &info))
+      if (!lookup_either (x >> 63, addr (a), &info))
         g_atomic_int_inc (&st->bad);
       else if (info.resource == st->fixed_mr)
         {
@@ -1168,11 +1208,94 @@ test_overlap_refused (void)
   plain.length = MIB;
   assert_refused (host, MEMRES_SEGMENT_MAPPED, &plain, MEMRES_ERROR_NOT_SUPPORTED,
                   "without MEMRES_KIND_SEGMENTS");
-  g_assert_false (memres_lookup ((gconstpointer) (guintptr) plain.base, &info));
+  g_assert_false (lookup_both ((gconstpointer) (guintptr) plain.base, &info));
   g_array_unref (model);
   memres_resource_unref (host);
   memres_resource_unref (b);
   memres_resource_unref (a);
+}
+
+#ifndef TEST_OTHER_LAYOUT
+/* The inline code's own answer at @a, as memres_lookup_inline() reads it (MEMRES_LOOKUP_ANSWERED_
+ * when it answers without memres_lookup()). */
+static int
+inline_direct (guint64 a, MemresLookupInfo *info)
+{
+  const guint64 *words = memres_lookup_index.words;
+  guint64 seq = __atomic_load_n (&words[MEMRES_LOOKUP_DONE_WORD_], __ATOMIC_ACQUIRE);
+
+  return _memres_lookup_slot_ (words, _memres_lookup_flat_slot_ (words, a), a, info, seq);
+}
+#endif
+
+/* memres_lookup_inline() against memres_lookup() on each kind of page (one segment over it,
+ * one cut by edges, none, a GiB with no node, above 2^48, NULL); with libmemres's index, a page
+ * that one segment covers whole is answered by the inline code itself, and no other; with
+ * tests/lookup-other-layout.c's object (test-lookup-other-layout), whose layout this header does
+ * not know and which leads to no index, every inline call is memres_lookup()'s and answers the
+ * same. */
+static void
+test_inline (void)
+{
+  const guint64 base = G_GUINT64_CONSTANT (0x7f1200000000), high = G_GUINT64_CONSTANT (1) << 52;
+  const guint64 small = base + 4 * MIB + 512 * 1024;
+  guint64 direct[] = { base, base + 1, base + MIB + 77, base + 3 * MIB, base + 4 * MIB - 1 };
+  guint64 other[] = { base - 1,
+                      small - 1,
+                      small,
+                      small + 5,
+                      base + 6 * MIB,
+                      high + 5,
+                      high - 1,
+                      G_GUINT64_CONSTANT (0x10000000000),
+                      0 };
+  MemresLookupInfo info;
+  MemresResource *mr;
+
+#ifndef TEST_OTHER_LAYOUT
+  g_assert_cmpuint (memres_lookup_index.layout, ==, MEMRES_LOOKUP_LAYOUT);
+  g_assert_nonnull (memres_lookup_index.words);
+#else
+  g_assert_cmpuint (memres_lookup_index.layout, !=, MEMRES_LOOKUP_LAYOUT);
+  g_assert_null (memres_lookup_index.words);
+#endif
+  segkind_register ();
+  mr = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  seg_map (mr, base, 4 * MIB);     /* four pages it covers whole */
+  seg_map (mr, small, 256 * 1024); /* a page with two edges */
+  seg_map (mr, high, 4 * MIB);     /* above 2^48: the hash table */
+  for (guint i = 0; i < G_N_ELEMENTS (direct); i++)
+    {
+      assert_found (direct[i], mr, base, 4 * MIB);
+#ifndef TEST_OTHER_LAYOUT
+      memset (&info, 0xa5, sizeof info);
+      g_assert_cmpint (inline_direct (direct[i], &info), ==, MEMRES_LOOKUP_ANSWERED_);
+      g_assert_true (info.resource == mr);
+      g_assert_cmphex (info.segment.base, ==, base);
+      g_assert_cmpuint (info.segment.length, ==, 4 * MIB);
+      g_assert_cmpint (info.segment.device, ==, -1);
+      g_assert_cmpuint (info.offset, ==, direct[i] - base);
+#endif
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (other); i++)
+    {
+      check_at (other[i]);
+#ifndef TEST_OTHER_LAYOUT
+      memset (&info, 0xa5, sizeof info);
+      if (other[i] >> 48 == 0)
+        g_assert_cmpint (inline_direct (other[i], &info), ==, MEMRES_LOOKUP_NOT_DIRECT_);
+      g_assert_cmpuint (info.offset, ==, G_GUINT64_CONSTANT (0xa5a5a5a5a5a5a5a5));
+#endif
+    }
+  g_assert_false (lookup_both (NULL, &info));
+  seg_unmap (mr, base);
+  assert_missing (base + 5);
+  seg_unmap (mr, small);
+  seg_unmap (mr, high);
+  assert_missing (high + 5);
+  g_array_unref (model);
+  memres_resource_unref (mr);
 }
 
 int
@@ -1192,5 +1315,6 @@ main (int argc, char **argv)
   g_test_add_func ("/lookup/shared-pages-race", test_shared_pages_race);
   g_test_add_func ("/lookup/slot-states-race", test_slot_states_race);
   g_test_add_func ("/lookup/overlap-refused", test_overlap_refused);
+  g_test_add_func ("/lookup/inline", test_inline);
   return g_test_run ();
 }
