@@ -785,23 +785,24 @@ phases_memory_calls (long (*each)[N_ENTRIES], guint from)
   return n;
 }
 
-/* Whether the steps of the empty-del phases make the arena map again, rep after rep (issue 38,
- * target 2, H100: arena:park=true 3-8 ms a step slower than torch for the first 3-4 repetitions,
- * plain arena 6-7 ms for 3). On the fake they do not move park's layout: its steps map nothing
- * from the first repetition on with one thread, whatever the lag, pairs or not. The second
- * thread of the trace (autograd's: 87 of a step's 93 small blocks are freed on the other thread)
- * is what delays them: park maps until repetition 1 in some lags, plain `arena` until 3 (its
- * lending: the memory of the legacy stream's own frees mapped at a second address while the
- * device is behind), as the H100's repetitions did; and cache>arena, two threads with the
- * device catching up every 5 ops, remaps 2 runs of 14 granules every step, for ever (a 98 MiB
- * and a 128 MiB buffer taking each other's idle granules). Figures: bench/RESULTS.md
- * (h-phases). */
+/* Whether the steps after an empty-del phase make the arena map again, repetition after
+ * repetition (issue 38, target 2; on the H100 arena:park=true's step was 3-8 ms slower than
+ * torch's for the first 3-4 repetitions, plain arena's 6-7 ms for 3). On the fake the phases
+ * barely move park's layout: with one thread its steps make no memory call after the warm-up
+ * repetition (0), whatever the lag. The trace's second thread (autograd's: 87 of a step's 93
+ * small blocks are freed on the other thread) delays them: with the device catching up every 5
+ * ops park remaps until repetition 1 (none there without the pairs). Plain `arena` lends (the
+ * memory of the legacy stream's own frees mapped at a second address while the device is
+ * behind, arena-lend.c) until repetition 1 with one thread held (none without the pairs) and 2
+ * with two, and unmaps the old addresses a repetition more; cache>arena, two threads, catch-up
+ * 5, remaps 2 runs of 14 granules every step for ever (a 98 MiB and a 128 MiB buffer taking each
+ * other's idle granules): not asserted. Figures: bench/RESULTS.md (h-phases). */
 static void
 test_phases (void)
 {
   static const char *const specs[] = { "arena:park=true", "arena", "cache>arena" };
-  /* the first repetition whose steps map nothing (G_MAXUINT: not asserted), by spec, then
-   * thread count, then lag */
+  /* the first repetition from which no step makes a memory call (G_MAXUINT: not asserted), by
+   * spec, then thread count, then lag */
   static const guint catchups[] = { 0, 5, RESNET_CATCHUP, CATCHUP_RANDOM };
   static const guint quiet[3][2][4] = {
     { { 1, 1, 1, 1 }, { 1, 2, 1, 1 } },
