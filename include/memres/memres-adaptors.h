@@ -96,7 +96,8 @@ typedef struct _MemresLiveAllocation MemresLiveAllocation;
  * @size: its size in bytes, as the upstream returned it
  * @stream: the stream it was allocated on
  * @thread: the allocating thread (its kernel thread id, as in `gettid()`)
- * @time: when it was allocated, in microseconds of `g_get_real_time`
+ * @time: when it was allocated, in microseconds of `g_get_real_time` (allocations made within
+ *   one microsecond have the same)
  * @backtrace: (nullable): the allocating call stack, one frame a line, when the `track` layer
  *   was created with `backtrace=true`; else %NULL
  *
