@@ -339,6 +339,34 @@ test_track_order (void)
     mt_close_ok (bufs[i], NULL);
 }
 
+static gboolean
+first_backtrace (const MemresLiveAllocation *a, gpointer data)
+{
+  *(char **) data = g_strdup (a->backtrace);
+  return FALSE;
+}
+
+/* backtrace=true: the stack memres_track_foreach_live() gives starts at the caller of
+ * memres_resource_allocate(), memres's own frames left out, as in a snapshot and the log */
+static void
+test_track_backtrace_caller (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("track:backtrace=true>stats>host");
+  g_autoptr (GError) error = NULL;
+  g_autofree char *text = NULL;
+  g_auto (GStrv) frames = NULL;
+  MemresBuffer *buf = mt_alloc_ok (mr, 100, NULL);
+
+  g_assert_true (memres_track_foreach_live (mr, first_backtrace, &text, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (text);
+  g_test_message ("%s", text);
+  frames = g_strsplit (text, "\n", -1);
+  g_assert_nonnull (strstr (frames[0], "test-track"));
+  g_assert_null (strstr (text, "libmemres"));
+  mt_close_ok (buf, NULL);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -351,5 +379,6 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/track-failed-close", test_track_failed_close);
   g_test_add_func ("/adaptors/track-outstanding", test_track_outstanding);
   g_test_add_func ("/adaptors/track-order", test_track_order);
+  g_test_add_func ("/adaptors/track-backtrace-caller", test_track_backtrace_caller);
   return g_test_run ();
 }

@@ -98,8 +98,9 @@ typedef struct _MemresLiveAllocation MemresLiveAllocation;
  * @thread: the allocating thread (its kernel thread id, as in `gettid()`)
  * @time: when it was allocated, in microseconds of `g_get_real_time` (allocations made within
  *   one microsecond have the same)
- * @backtrace: (nullable): the allocating call stack, one frame a line, when the `track` layer
- *   was created with `backtrace=true`; else %NULL
+ * @backtrace: (nullable): the allocating call stack, one frame a line, innermost first, from
+ *   the caller of memres_resource_allocate() out (the frames of libmemres left out), when the
+ *   `track` layer was created with `backtrace=true`; else %NULL
  *
  * One live allocation of a `track` layer, as memres_track_foreach_live() passes it (valid
  * during the call only).

@@ -8,8 +8,10 @@
  * listed. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS); the
  * records are kept by address in a hash table under a mutex, each numbered in the order it was
  * made. Embedded in libmemres for its C API. */
+#define _GNU_SOURCE /* dladdr */
 #include <memres/memres-plugin.h>
 
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -247,6 +249,32 @@ compare_seq (gconstpointer a, gconstpointer b)
   return ra->seq < rb->seq ? -1 : ra->seq > rb->seq;
 }
 
+/* The first of @n frames that is the caller's: past every frame up to the outermost one in
+ * libmemres (the slot calls of the layers above and memres_resource_allocate()), as a snapshot
+ * and the log cut their stacks; 0 when every frame is memres's (an allocation libmemres made
+ * itself: its whole stack, rather than none). */
+static guint
+first_caller_frame (gpointer const *frames, guint n)
+{
+  static gpointer memres_base;
+  static gsize once;
+  guint first = 0;
+  Dl_info info;
+
+  if (g_once_init_enter (&once))
+    {
+      memres_base
+          = dladdr ((gpointer) memres_track_foreach_live, &info) != 0 ? info.dli_fbase : NULL;
+      g_once_init_leave (&once, 1);
+    }
+  if (memres_base == NULL)
+    return 0;
+  for (guint i = 0; i < n; i++)
+    if (dladdr (frames[i], &info) != 0 && info.dli_fbase == memres_base)
+      first = i + 1;
+  return first < n ? first : 0;
+}
+
 /**
  * memres_track_foreach_live:
  * @mr: a resource whose stack has a `track` layer at or below it
@@ -259,7 +287,9 @@ compare_seq (gconstpointer a, gconstpointer b)
  * within one microsecond, whose #MemresLiveAllocation.time is the same). The records are copied
  * first: @func runs without any lock held and may allocate and free (what it does is not in
  * this walk). With `backtrace=true`, each record's stack is symbolized (glibc
- * `backtrace_symbols`) for the call. No driver call. Thread-safe.
+ * `backtrace_symbols`) for the call, from the caller of memres_resource_allocate() out: the
+ * frames of libmemres are left out (every frame up to the outermost one in it), as in a
+ * snapshot and the `log` adaptor's Backtrace column. No driver call. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_NOT_FOUND when the stack has no `track` layer there.
  *
@@ -307,13 +337,15 @@ memres_track_foreach_live (MemresResource *mr, MemresLiveFunc func, gpointer use
         .time = r->time,
       };
 
+      guint first = r->n_frames > 0 ? first_caller_frame (r->frames, r->n_frames) : 0;
+
       if (r->n_frames > 0)
         {
-          char **symbols = backtrace_symbols (r->frames, (int) r->n_frames);
+          char **symbols = backtrace_symbols (r->frames + first, (int) (r->n_frames - first));
           if (symbols != NULL)
             {
               GString *str = g_string_new (NULL);
-              for (guint f = 0; f < r->n_frames; f++)
+              for (guint f = 0; f < r->n_frames - first; f++)
                 g_string_append_printf (str, "%s\n", symbols[f]);
               free (symbols);
               text = g_string_free (str, FALSE);
