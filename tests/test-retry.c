@@ -186,6 +186,28 @@ test_retry_other_errors (void)
   mt_fake_reset_faults ();
 }
 
+/* A request above G_MAXSSIZE is refused by the core before any layer: no handler is called
+ * (no memory freed could make it fit), as for a retry of it the core would refuse again */
+static void
+test_retry_too_large (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("retry:max_retries=3>limit:max=1000>host");
+  HandlerState s = { .mr = mr, .answer = TRUE };
+  g_autoptr (GError) error = NULL;
+  guint id = memres_retry_add_handler (mr, answers, &s, NULL, &error);
+
+  g_assert_no_error (error);
+  g_assert_null (memres_resource_allocate (mr, G_MAXSIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  g_assert_cmpint (s.calls, ==, 0);
+  /* one the layer below refuses: each of the max_retries tries called the handler */
+  g_assert_null (memres_resource_allocate (mr, G_MAXSSIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_cmpint (s.calls, ==, 3);
+  g_assert_true (memres_retry_remove_handler (mr, id, NULL));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -194,5 +216,6 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/retry-handlers", test_retry_handlers);
   g_test_add_func ("/adaptors/retry-default-trims", test_retry_default_trims);
   g_test_add_func ("/adaptors/retry-other-errors", test_retry_other_errors);
+  g_test_add_func ("/adaptors/retry-too-large", test_retry_too_large);
   return g_test_run ();
 }
