@@ -147,8 +147,9 @@ gboolean memres_track_foreach_live (MemresResource *mr, MemresLiveFunc func, gpo
  * Called when an allocation through a `retry` layer fails for lack of memory: free what you
  * can (close buffers, trim caches), then say whether the allocation should be tried again.
  * Called on the allocating thread with no memres lock held; it may allocate itself (an
- * allocation that runs out of memory inside a handler fails without calling the handlers
- * again).
+ * allocation through the same `retry` layer that runs out of memory inside a handler fails
+ * without calling its handlers again; another `retry` layer, of another resource, runs its
+ * own).
  *
  * Returns: %TRUE to retry the allocation, %FALSE to fail it (or to let the next handler
  *   decide)
