@@ -42,10 +42,16 @@ alloc_ok (MemresResource *mr, gsize size, MemresStream stream)
 static gboolean
 have_device (void)
 {
-  g_autoptr (GError) error = NULL;
-  g_autofree char *spec = memres_resource_get_default_spec (0, NULL, &error);
+  static gsize answer; /* 1: no device, 2: a device */
 
-  return spec != NULL && g_str_has_prefix (spec, "dmr");
+  if (g_once_init_enter (&answer))
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *spec = memres_resource_get_default_spec (0, NULL, &error);
+
+      g_once_init_leave (&answer, spec != NULL && g_str_has_prefix (spec, "dmr") ? 2 : 1);
+    }
+  return answer == 2;
 }
 
 static const char *const *
@@ -83,13 +89,24 @@ test_alignment_odd_sizes (void)
 static void
 test_huge_then_usable (void)
 {
+  /* the first two reach the kinds, the others are refused by the core (above G_MAXSSIZE) */
   static const gsize huge[] = { (gsize) 1 << 50, G_MAXSSIZE, G_MAXSIZE, G_MAXSIZE - 255 };
+  guint first = 0;
 
+#if defined(__SANITIZE_ADDRESS__)
+  /* its allocator aborts the process on a request past its maximum instead of failing (host's
+   * posix_memalign, vmm's table of chunks) */
+  first = 2;
+#endif
+  /* on the real driver not every kind refuses 1 PiB at once (conformance's out-of-memory/1pib
+   * case runs those that do) */
+  if (have_device () && !mt_driver_is_fake ())
+    first = 2;
   for (const char *const *s = specs (); *s != NULL; s++)
     {
       g_autoptr (MemresResource) mr = mt_new_ok (*s);
 
-      for (guint i = 0; i < G_N_ELEMENTS (huge); i++)
+      for (guint i = first; i < G_N_ELEMENTS (huge); i++)
         {
           g_autoptr (GError) error = NULL;
           MemresBuffer *buf = memres_resource_allocate (mr, huge[i], NULL, &error);
@@ -822,7 +839,8 @@ test_log_lines (void)
   g_autoptr (GError) error = NULL;
   g_autofree char *text = NULL;
   g_auto (GStrv) lines = NULL;
-  MemresResource *mr = mt_new_printf_ok ("log:path=%s>host", path);
+  /* the limit refuses the huge request before host (a sanitizer aborts on its allocation) */
+  MemresResource *mr = mt_new_printf_ok ("log:path=%s>limit:max=1MiB>host", path);
   MemresBuffer *a = alloc_ok (mr, 123, NULL);
   MemresBuffer *z = alloc_ok (mr, 0, NULL);
 
@@ -1364,8 +1382,10 @@ typedef struct
 static gsize
 fuzz_size (GRand *r)
 {
-  /* log-uniform up to 2^25.6, about 48 MiB: a power of two, then a part of the next */
-  guint e = g_rand_int_range (r, 0, 26);
+  /* log-uniform up to 2^25.6, about 48 MiB, on a device: a power of two, then a part of the
+   * next; up to 4 MiB in host memory, which Meson's MALLOC_PERTURB_ fills at every malloc and
+   * free (48 MiB buffers made the core run take a minute) */
+  guint e = g_rand_int_range (r, 0, have_device () ? 26 : 22);
   gsize lo = (gsize) 1 << e;
 
   return MIN (lo + (gsize) g_rand_int_range (r, 0, (gint32) MIN (lo, G_MAXINT32)), 48 << 20);
