@@ -338,11 +338,12 @@ memres_buffer_write (MemresBuffer *buf, gsize offset, gconstpointer src, gsize n
  * @stream: a CUDA stream; %NULL is the legacy default stream of the current context
  * @error: return location for a #GError, or %NULL
  *
- * Waits until all work on @stream is done (cuStreamSynchronize()). For %NULL, device 0's
- * primary context is made current first when no context is (memres_cuda_ensure_context()).
- * Where no CUDA driver loads, or the driver reports no device, synchronizing %NULL or
- * %MEMRES_STREAM_LEGACY succeeds at once (no device work can be pending), so that code written
- * for a GPU also runs on host memory.
+ * Waits until all work on @stream is done (cuStreamSynchronize()). For a default stream (%NULL,
+ * %MEMRES_STREAM_LEGACY or the per-thread default stream, the driver's `CU_STREAM_PER_THREAD`),
+ * device 0's primary context is made current first when no context is
+ * (memres_cuda_ensure_context()). Where no CUDA driver loads, or the driver reports no device,
+ * synchronizing a default stream succeeds at once (no device work can be pending), so that code
+ * written for a GPU also runs on host memory.
  * Thread-safe.
  *
  * Errors: %MEMRES_ERROR_NO_DRIVER (a stream of its own, but no driver); %MEMRES_CUDA_ERROR.
@@ -357,9 +358,14 @@ memres_stream_synchronize (MemresStream stream, GError **error)
   const MemresCudaDriver *drv;
   CUresult res;
 
-  /* Without a driver no device work can be pending: waiting on the default stream is then a
+  /* the legacy and the per-thread default streams: no handle of the caller's, the current
+   * context's (RMM's cuda_stream_legacy and cuda_stream_per_thread) */
+  gboolean is_default = stream == NULL || stream == MEMRES_STREAM_LEGACY
+                        || stream == (MemresStream) CU_STREAM_PER_THREAD;
+
+  /* Without a driver no device work can be pending: waiting on a default stream is then a
    * no-op, so that code written for a GPU also runs where memres falls back to host memory. */
-  if (stream == NULL || stream == MEMRES_STREAM_LEGACY)
+  if (is_default)
     {
       gint n_devices = 0;
 
@@ -369,7 +375,7 @@ memres_stream_synchronize (MemresStream stream, GError **error)
     }
   else if ((drv = memres_cuda_get_driver (error)) == NULL)
     return FALSE;
-  if ((stream == NULL || stream == MEMRES_STREAM_LEGACY) && !memres_cuda_ensure_context (0, error))
+  if (is_default && !memres_cuda_ensure_context (0, error))
     return FALSE;
   res = drv->cuStreamSynchronize ((CUstream) stream);
   if (res != CUDA_SUCCESS)

@@ -304,6 +304,11 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
  * refuses it as it refuses any allocation. memres_buffer_resize() of it to a size above 0
  * allocates then, counted as an allocation of that size.
  *
+ * A size above `G_MAXSSIZE` (more than any memory holds) is refused by the core as an empty
+ * buffer is made by it: no layer sees the request, so a `log` layer writes no line for it (no
+ * `allocate failure`, which it writes for a size below that a layer refuses) and a `retry`
+ * layer calls no handler; the error's report (memres_resource_get_oom_report()) is kept.
+ *
  * Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the memory cannot be had (always for sizes above
  * `G_MAXSSIZE`); %MEMRES_ERROR_NOT_SUPPORTED (an imported pool, a capturing stream given to a
  * kind that cannot allocate in a graph); %MEMRES_ERROR_INVALID_ARGUMENT (the `graph` kind, which

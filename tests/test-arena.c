@@ -252,6 +252,35 @@ test_release_threshold (void)
   g_assert_cmpuint (counter (mr, "granules_released"), ==, 5);
 }
 
+/* memres_resource_trim() keeps at least the bytes to keep, as cuMemPoolTrimTo() does: the
+ * fewest whole granules that hold them (it gave back one granule too many for a keep between
+ * two granule multiples: 2 of 5 granules for a keep of 1.5, leaving 1) */
+static void
+test_trim_keeps (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  gsize g;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("arena");
+  g = gran (mr);
+  mt_close_ok (mt_alloc_ok (mr, 5 * g, NULL), NULL);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 5 * g);
+  g_assert_true (memres_resource_trim (mr, 4 * g, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 4 * g);
+  g_assert_true (memres_resource_trim (mr, 3 * g / 2, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 2 * g);
+  g_assert_true (memres_resource_trim (mr, 1, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, g);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+}
+
 /* ---- the fault sweep ------------------------------------------------------------------------- */
 
 typedef void (*SetupFn) (Ctx *c);
@@ -1557,6 +1586,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/settle/eager", test_settle_eager);
   g_test_add_func ("/arena/remap/no-create", test_remap_no_create);
   g_test_add_func ("/arena/remap/release-threshold", test_release_threshold);
+  g_test_add_func ("/arena/trim/keeps", test_trim_keeps);
   g_test_add_func ("/arena/faults/allocate", test_faults_allocate);
   g_test_add_func ("/arena/faults/remap", test_faults_remap);
   g_test_add_func ("/arena/faults/close", test_faults_close);

@@ -78,6 +78,9 @@ child_expect_no_driver (const char *needle, gboolean absent)
   g_assert_no_error (again);
   g_assert_true (memres_stream_synchronize (MEMRES_STREAM_LEGACY, &again));
   g_assert_no_error (again);
+  /* the per-thread default stream too (RMM's cuda_stream_per_thread): a default stream */
+  g_assert_true (memres_stream_synchronize ((MemresStream) CU_STREAM_PER_THREAD, &again));
+  g_assert_no_error (again);
   g_assert_false (memres_stream_synchronize ((MemresStream) 0x1000, &again));
   g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
   g_clear_error (&again);

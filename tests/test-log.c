@@ -782,6 +782,34 @@ test_log_written_at_exit (void)
   g_assert_nonnull (left_open);
 }
 
+/* A request above G_MAXSSIZE (more than any memory holds) is refused by the core before any
+ * layer: no line, where a request below it that the layer below refuses is an `allocate
+ * failure` (the rule memres_resource_allocate() states; RMM's logging adaptor logs both) */
+static void
+test_log_too_large (void)
+{
+  g_autofree char *path = temp_path ("too-large.csv");
+  g_autofree char *text = NULL;
+  g_autoptr (GError) error = NULL;
+  g_auto (GStrv) lines = NULL;
+  MemresResource *mr = mt_new_printf_ok ("log:path=%s>limit:max=1000>host", path);
+
+  g_assert_null (memres_resource_allocate (mr, (gsize) G_MAXSSIZE + 1, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  g_assert_null (memres_resource_allocate (mr, G_MAXSIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  g_assert_null (memres_resource_allocate (mr, G_MAXSSIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  memres_resource_unref (mr);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 4); /* header, failure, out of memory, "" */
+  g_assert_nonnull (strstr (lines[1], ",allocate failure,0x0,9223372036854775807,"));
+  g_assert_nonnull (strstr (lines[2], ",out of memory,0x0,9223372036854775807,"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -797,6 +825,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/log-backtrace", test_log_backtrace);
   g_test_add_func ("/adaptors/log-segments-at-finalize", test_log_segments_at_finalize);
   g_test_add_func ("/adaptors/log-lines-lost", test_log_lines_lost);
+  g_test_add_func ("/adaptors/log-too-large", test_log_too_large);
   g_test_add_func ("/adaptors/log-written-at-exit", test_log_written_at_exit);
   return g_test_run ();
 }

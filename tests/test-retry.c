@@ -186,6 +186,77 @@ test_retry_other_errors (void)
   mt_fake_reset_faults ();
 }
 
+/* A request above G_MAXSSIZE is refused by the core before any layer: no handler is called
+ * (no memory freed could make it fit), as for a retry of it the core would refuse again */
+static void
+test_retry_too_large (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("retry:max_retries=3>limit:max=1000>host");
+  HandlerState s = { .mr = mr, .answer = TRUE };
+  g_autoptr (GError) error = NULL;
+  guint id = memres_retry_add_handler (mr, answers, &s, NULL, &error);
+
+  g_assert_no_error (error);
+  g_assert_null (memres_resource_allocate (mr, G_MAXSIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  g_assert_cmpint (s.calls, ==, 0);
+  /* one the layer below refuses: each of the max_retries tries called the handler */
+  g_assert_null (memres_resource_allocate (mr, G_MAXSSIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_cmpint (s.calls, ==, 3);
+  g_assert_true (memres_retry_remove_handler (mr, id, NULL));
+}
+
+/* A handler of one retry layer that allocates from another resource with a retry layer of its
+ * own: out of memory there, that layer's handlers run (only an allocation from the same layer
+ * fails at once, README: "a handler that allocates from the same layer does not recurse"), so a
+ * handler that spills device memory into a full host pool gets the host pool's handler */
+typedef struct
+{
+  MemresResource *other;
+  MemresBuffer *spill; /* what the handler allocated from @other */
+  gint calls;
+} SpillState;
+
+static gboolean
+spills (MemresResource *mr, gsize size, guint attempt, const GError *why, gpointer data)
+{
+  SpillState *s = data;
+  g_autoptr (GError) error = NULL;
+
+  s->calls++;
+  s->spill = memres_resource_allocate (s->other, 800, NULL, &error);
+  g_assert_no_error (error);
+  return FALSE;
+}
+
+static void
+test_retry_other_layer (void)
+{
+  g_autoptr (MemresResource) device = mt_new_ok ("retry>limit:max=1000>host");
+  g_autoptr (MemresResource) host = mt_new_ok ("retry>limit:max=1000>host");
+  HandlerState frees = { .mr = host };
+  SpillState spill = { .other = host };
+  g_autoptr (GError) error = NULL;
+  guint id_host, id_device;
+
+  /* the host pool is full; its handler frees what fills it */
+  frees.victim = mt_alloc_ok (host, 900, NULL);
+  id_host = memres_retry_add_handler (host, frees_memory, &frees, NULL, &error);
+  id_device = memres_retry_add_handler (device, spills, &spill, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_null (memres_resource_allocate (device, 2000, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_cmpint (spill.calls, ==, 1);
+  g_assert_cmpint (frees.calls, ==, 1); /* the host layer's handler ran inside the other's */
+  g_assert_null (frees.victim);
+  g_assert_nonnull (spill.spill);
+  mt_close_ok (spill.spill, NULL);
+  g_assert_true (memres_retry_remove_handler (host, id_host, NULL));
+  g_assert_true (memres_retry_remove_handler (device, id_device, NULL));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -194,5 +265,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/retry-handlers", test_retry_handlers);
   g_test_add_func ("/adaptors/retry-default-trims", test_retry_default_trims);
   g_test_add_func ("/adaptors/retry-other-errors", test_retry_other_errors);
+  g_test_add_func ("/adaptors/retry-too-large", test_retry_too_large);
+  g_test_add_func ("/adaptors/retry-other-layer", test_retry_other_layer);
   return g_test_run ();
 }

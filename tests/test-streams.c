@@ -1016,6 +1016,38 @@ test_close_waits_not_stream_ordered (void)
   stream_destroy (s);
 }
 
+/* memres_stream_synchronize() of a default stream on a thread with no current context: the
+ * legacy stream's and the per-thread default stream's (RMM's cuda_stream_per_thread) alike, in
+ * device 0's primary context made current first (the per-thread one failed with
+ * CUDA_ERROR_INVALID_CONTEXT) */
+static gpointer
+sync_default_streams (gpointer data)
+{
+  const MemresStream streams[]
+      = { (MemresStream) CU_STREAM_PER_THREAD, NULL, MEMRES_STREAM_LEGACY };
+
+  for (guint i = 0; i < G_N_ELEMENTS (streams); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      CUcontext ctx = NULL;
+
+      CU_OK (mt_driver ()->cuCtxSetCurrent (NULL));
+      g_assert_true (memres_stream_synchronize (streams[i], &error));
+      g_assert_no_error (error);
+      CU_OK (mt_driver ()->cuCtxGetCurrent (&ctx));
+      g_assert_nonnull (ctx);
+    }
+  return NULL;
+}
+
+static void
+test_sync_default_streams_fresh_thread (void)
+{
+  if (!mt_require_devices (1))
+    return;
+  g_thread_join (g_thread_new ("fresh", sync_default_streams, NULL));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1024,6 +1056,8 @@ main (int argc, char **argv)
     mt_fake_set_async (TRUE);
 
   g_test_add_func ("/streams/hold/release", test_hold_release);
+  g_test_add_func ("/streams/sync/default-streams-fresh-thread",
+                   test_sync_default_streams_fresh_thread);
   g_test_add_func ("/streams/hold/unordered-reuse-corrupts", test_unordered_reuse_corrupts);
   g_test_add_func ("/streams/hold/legacy-implicit-sync", test_legacy_implicit_sync);
   g_test_add_func ("/streams/hold/destroy-with-queued-work", test_destroy_with_queued_work);

@@ -232,15 +232,153 @@ test_track_outstanding (void)
   }
 }
 
+/* "downward": base kind of a static region handed out top down, 256 bytes a slot, never
+ * reused: each allocation below the one before */
+#define DOWNWARD_SLOTS 4096
+
+static guint8 downward_mem[DOWNWARD_SLOTS * 256] __attribute__ ((aligned (256)));
+static guint downward_next;
+
+static gboolean
+downward_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  downward_next = 0;
+  return TRUE;
+}
+
+static void
+downward_finalize (MemresResource *mr)
+{
+}
+
+static gboolean
+downward_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                   GError **error)
+{
+  if (size > 256 || downward_next >= DOWNWARD_SLOTS)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "downward: full");
+      return FALSE;
+    }
+  downward_next++;
+  alloc->address = (guint64) (guintptr) &downward_mem[(DOWNWARD_SLOTS - downward_next) * 256];
+  alloc->size = size;
+  return TRUE;
+}
+
+static gboolean
+downward_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                     GError **error)
+{
+  return TRUE;
+}
+
+static void
+downward_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  info->device = -1;
+  info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
+}
+
+static void
+register_downward (void)
+{
+  static const MemresResourceOps ops = {
+    .version = MEMRES_RESOURCE_OPS_VERSION,
+    .init = downward_init,
+    .finalize = downward_finalize,
+    .allocate = downward_allocate,
+    .deallocate = downward_deallocate,
+    .query = downward_query,
+  };
+  const MemresKindInfo info = {
+    .struct_size = sizeof info,
+    .name = "downward",
+    .description = "host memory handed out top down",
+    .ops = &ops,
+  };
+  GError *error = NULL;
+
+  if (!memres_registry_register_kind (&info, &error))
+    g_error ("%s", error->message);
+}
+
+static gboolean
+collect_addresses (const MemresLiveAllocation *a, gpointer data)
+{
+  g_array_append_val ((GArray *) data, a->address);
+  return TRUE;
+}
+
+/* memres_track_foreach_live() walks the allocations in the order they were made, also those
+ * made within the same microsecond at falling addresses (it sorted by the time, then by the
+ * address, so that such allocations came out last first) */
+static void
+test_track_order (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("track>downward");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) made = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr (GArray) walked = g_array_new (FALSE, FALSE, sizeof (guint64));
+  MemresBuffer *bufs[DOWNWARD_SLOTS];
+
+  for (guint i = 0; i < DOWNWARD_SLOTS; i++)
+    {
+      guint64 address;
+
+      bufs[i] = mt_alloc_ok (mr, 100, NULL);
+      address = memres_buffer_get_address (bufs[i]);
+      g_array_append_val (made, address);
+    }
+  g_assert_true (memres_track_foreach_live (mr, collect_addresses, walked, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (walked->len, ==, DOWNWARD_SLOTS);
+  for (guint i = 0; i < DOWNWARD_SLOTS; i++)
+    g_assert_cmpuint (g_array_index (walked, guint64, i), ==, g_array_index (made, guint64, i));
+  for (guint i = 0; i < DOWNWARD_SLOTS; i++)
+    mt_close_ok (bufs[i], NULL);
+}
+
+static gboolean
+first_backtrace (const MemresLiveAllocation *a, gpointer data)
+{
+  *(char **) data = g_strdup (a->backtrace);
+  return FALSE;
+}
+
+/* backtrace=true: the stack memres_track_foreach_live() gives starts at the caller of
+ * memres_resource_allocate(), memres's own frames left out, as in a snapshot and the log */
+static void
+test_track_backtrace_caller (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("track:backtrace=true>stats>host");
+  g_autoptr (GError) error = NULL;
+  g_autofree char *text = NULL;
+  g_auto (GStrv) frames = NULL;
+  MemresBuffer *buf = mt_alloc_ok (mr, 100, NULL);
+
+  g_assert_true (memres_track_foreach_live (mr, first_backtrace, &text, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (text);
+  g_test_message ("%s", text);
+  frames = g_strsplit (text, "\n", -1);
+  g_assert_nonnull (strstr (frames[0], "test-track"));
+  g_assert_null (strstr (text, "libmemres"));
+  mt_close_ok (buf, NULL);
+}
+
 int
 main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
   register_kinds ();
+  register_downward ();
   g_test_add_func ("/adaptors/track-live", test_track_live);
   g_test_add_func ("/adaptors/track-left-open", test_track_left_open);
   g_test_add_func ("/adaptors/track-left-open-one-byte", test_track_left_open_one_byte);
   g_test_add_func ("/adaptors/track-failed-close", test_track_failed_close);
   g_test_add_func ("/adaptors/track-outstanding", test_track_outstanding);
+  g_test_add_func ("/adaptors/track-order", test_track_order);
+  g_test_add_func ("/adaptors/track-backtrace-caller", test_track_backtrace_caller);
   return g_test_run ();
 }

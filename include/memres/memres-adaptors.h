@@ -96,9 +96,11 @@ typedef struct _MemresLiveAllocation MemresLiveAllocation;
  * @size: its size in bytes, as the upstream returned it
  * @stream: the stream it was allocated on
  * @thread: the allocating thread (its kernel thread id, as in `gettid()`)
- * @time: when it was allocated, in microseconds of `g_get_real_time`
- * @backtrace: (nullable): the allocating call stack, one frame a line, when the `track` layer
- *   was created with `backtrace=true`; else %NULL
+ * @time: when it was allocated, in microseconds of `g_get_real_time` (allocations made within
+ *   one microsecond have the same)
+ * @backtrace: (nullable): the allocating call stack, one frame a line, innermost first, from
+ *   the caller of memres_resource_allocate() out (the frames of libmemres left out), when the
+ *   `track` layer was created with `backtrace=true`; else %NULL
  *
  * One live allocation of a `track` layer, as memres_track_foreach_live() passes it (valid
  * during the call only).
@@ -145,8 +147,9 @@ gboolean memres_track_foreach_live (MemresResource *mr, MemresLiveFunc func, gpo
  * Called when an allocation through a `retry` layer fails for lack of memory: free what you
  * can (close buffers, trim caches), then say whether the allocation should be tried again.
  * Called on the allocating thread with no memres lock held; it may allocate itself (an
- * allocation that runs out of memory inside a handler fails without calling the handlers
- * again).
+ * allocation through the same `retry` layer that runs out of memory inside a handler fails
+ * without calling its handlers again; another `retry` layer, of another resource, runs its
+ * own).
  *
  * Returns: %TRUE to retry the allocation, %FALSE to fail it (or to let the next handler
  *   decide)

@@ -170,22 +170,21 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
   return ok;
 }
 
-/* Gives spares, then idle granules back to the driver while more than @keep_bytes are mapped.
- * parts.lock held; dropped in between (arena_unmap_idle()). */
+/* Gives spares, then idle granules back to the driver, keeping at least @keep_bytes mapped (as
+ * cuMemPoolTrimTo() keeps at least its bytes: the whole granules above them go, never one that
+ * would leave less). parts.lock held; dropped in between (arena_unmap_idle()). */
 gboolean
 arena_release_idle (Arena *self, guint64 keep_bytes, GError **error)
 {
   guint64 mapped;
+  guint n;
 
   arena_spares_release (self);
   mapped = (guint64) self->n_mapped * self->granularity;
   if (mapped <= keep_bytes || self->n_idle_mapped == 0)
     return TRUE;
-  return arena_unmap_idle (
-      self,
-      (guint) MIN ((mapped - keep_bytes + self->granularity - 1) >> self->granule_shift,
-                   self->n_idle_mapped),
-      TRUE, error);
+  n = (guint) MIN ((mapped - keep_bytes) >> self->granule_shift, self->n_idle_mapped);
+  return n == 0 || arena_unmap_idle (self, n, TRUE, error);
 }
 
 /* Gives spares, then the idle granules that last served tag @tag (cache_tag_index(): gtag, which

@@ -348,7 +348,7 @@ arena_reset_stats (MemresResource *mr, GError **error)
 }
 
 /* trim: every front drained, idle slabs back to the range, free ranges settled, then idle
- * granules released (cuMemRelease, cuMemUnmap) while more than @bytes_to_keep are mapped. */
+ * granules released (cuMemRelease, cuMemUnmap), at least @bytes_to_keep kept mapped. */
 static gboolean
 arena_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 {

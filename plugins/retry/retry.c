@@ -5,8 +5,9 @@
  * the handlers the application registered (memres_retry_add_handler()), in order, until one
  * says to retry, and tries again, at most `max_retries` times. With no handler registered the
  * default one trims every layer below (memres_resource_trim() to 0) and retries once something
- * was trimmed. A handler runs without locks and may allocate; an allocation that runs out of
- * memory inside a handler (on the same thread) fails at once, without handlers (no recursion).
+ * was trimmed. A handler runs without locks and may allocate; an allocation through the same
+ * layer that runs out of memory inside a handler (on the same thread) fails at once, without
+ * handlers (no recursion), while another retry layer runs its own handlers.
  * Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). Embedded in libmemres
  * for its C API. */
 #include <memres/memres-plugin.h>
@@ -28,8 +29,27 @@ typedef struct
   guint next_id;
 } RetryResource;
 
-/* > 0 while this thread runs handlers */
-static __thread guint handler_depth;
+/* The layers whose handlers this thread runs, innermost first: a list through the frames of
+ * run_handlers() */
+typedef struct Running Running;
+struct Running
+{
+  MemresResource *mr;
+  const Running *outer;
+};
+
+static __thread const Running *running;
+
+/* Whether this thread is running @mr's handlers (an allocation of theirs through @mr must not
+ * call them again) */
+static gboolean
+in_handlers (MemresResource *mr)
+{
+  for (const Running *r = running; r != NULL; r = r->outer)
+    if (r->mr == mr)
+      return TRUE;
+  return FALSE;
+}
 
 static const MemresOptionSpec retry_options[] = {
   { "max_retries", MEMRES_OPTION_INT, "3",
@@ -100,6 +120,7 @@ run_handlers (MemresResource *mr, RetryResource *self, gsize size, guint attempt
 {
   g_autoptr (GPtrArray) snapshot = g_ptr_array_new_with_free_func (handler_unref);
   gboolean retry = FALSE;
+  Running me;
   guint i;
 
   g_mutex_lock (&self->lock);
@@ -111,7 +132,9 @@ run_handlers (MemresResource *mr, RetryResource *self, gsize size, guint attempt
     }
   g_mutex_unlock (&self->lock);
 
-  handler_depth++;
+  me.mr = mr;
+  me.outer = running;
+  running = &me;
   if (snapshot->len == 0)
     retry = trim_below (mr);
   for (i = 0; !retry && i < snapshot->len; i++)
@@ -119,7 +142,7 @@ run_handlers (MemresResource *mr, RetryResource *self, gsize size, guint attempt
       Handler *h = g_ptr_array_index (snapshot, i);
       retry = h->func (mr, size, attempt, why, h->data);
     }
-  handler_depth--;
+  running = me.outer;
   return retry;
 }
 
@@ -135,7 +158,7 @@ retry_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
     {
       if (G_LIKELY (memres_upstream_allocate (mr, size, stream, alloc, &local)))
         return TRUE;
-      if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY) || handler_depth > 0
+      if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY) || in_handlers (mr)
           || attempt > self->max_retries || !run_handlers (mr, self, size, attempt, local))
         break;
       g_clear_error (&local);

@@ -6,10 +6,12 @@
  * adaptor above it that never gave them back) warns with their count and the largest, then
  * releases them. A free that fails below it (and releases nothing) keeps the buffer open, and
  * listed. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS); the
- * records are kept by address in a hash table under a mutex. Embedded in libmemres for its C
- * API. */
+ * records are kept by address in a hash table under a mutex, each numbered in the order it was
+ * made. Embedded in libmemres for its C API. */
+#define _GNU_SOURCE /* dladdr */
 #include <memres/memres-plugin.h>
 
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -21,6 +23,7 @@ typedef struct
 {
   MemresAllocation alloc; /* the upstream's record, for the release at finalize */
   MemresStream stream;
+  guint64 seq; /* the order it was made in (the walk's order: times tie, and can go back) */
   guint64 thread;
   gint64 time;
   const char *tag; /* the buffer's (interned), or NULL */
@@ -33,6 +36,7 @@ typedef struct
   gboolean backtrace;
   GMutex lock;
   GHashTable *live; /* address (guint64*) -> Record* (owned) */
+  guint64 next_seq; /* under @lock */
 } TrackResource;
 
 static const MemresOptionSpec track_options[] = {
@@ -138,6 +142,7 @@ track_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
   r->n_frames = n_frames;
   memcpy (r->frames, frames, n_frames * sizeof (gpointer));
   g_mutex_lock (&self->lock);
+  r->seq = self->next_seq++;
   g_hash_table_replace (self->live, &r->alloc.address, r);
   g_mutex_unlock (&self->lock);
   return TRUE;
@@ -233,15 +238,41 @@ static const MemresKindInfo track_kind = {
   .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_TAGGED,
 };
 
+/* The order the records were made in (not their times: allocations made within one microsecond
+ * have the same, and the real-time clock can be set back). */
 static gint
-compare_time (gconstpointer a, gconstpointer b)
+compare_seq (gconstpointer a, gconstpointer b)
 {
   const Record *ra = *(Record *const *) a;
   const Record *rb = *(Record *const *) b;
 
-  if (ra->time != rb->time)
-    return ra->time < rb->time ? -1 : 1;
-  return ra->alloc.address < rb->alloc.address ? -1 : ra->alloc.address > rb->alloc.address;
+  return ra->seq < rb->seq ? -1 : ra->seq > rb->seq;
+}
+
+/* The first of @n frames that is the caller's: past every frame up to the outermost one in
+ * libmemres (the slot calls of the layers above and memres_resource_allocate()), as a snapshot
+ * and the log cut their stacks; 0 when every frame is memres's (an allocation libmemres made
+ * itself: its whole stack, rather than none). */
+static guint
+first_caller_frame (gpointer const *frames, guint n)
+{
+  static gpointer memres_base;
+  static gsize once;
+  guint first = 0;
+  Dl_info info;
+
+  if (g_once_init_enter (&once))
+    {
+      memres_base
+          = dladdr ((gpointer) memres_track_foreach_live, &info) != 0 ? info.dli_fbase : NULL;
+      g_once_init_leave (&once, 1);
+    }
+  if (memres_base == NULL)
+    return 0;
+  for (guint i = 0; i < n; i++)
+    if (dladdr (frames[i], &info) != 0 && info.dli_fbase == memres_base)
+      first = i + 1;
+  return first < n ? first : 0;
 }
 
 /**
@@ -252,10 +283,13 @@ compare_time (gconstpointer a, gconstpointer b)
  * @error: return location for a #GError, or %NULL
  *
  * Calls @func on every allocation the first `track` layer at or below @mr has seen allocated
- * and not yet freed, in the order they were made. The records are copied first: @func runs
- * without any lock held and may allocate and free (what it does is not in this walk). With
- * `backtrace=true`, each record's stack is symbolized (glibc `backtrace_symbols`) for the
- * call. No driver call. Thread-safe.
+ * and not yet freed, in the order they were made (as the layer recorded them: also those made
+ * within one microsecond, whose #MemresLiveAllocation.time is the same). The records are copied
+ * first: @func runs without any lock held and may allocate and free (what it does is not in
+ * this walk). With `backtrace=true`, each record's stack is symbolized (glibc
+ * `backtrace_symbols`) for the call, from the caller of memres_resource_allocate() out: the
+ * frames of libmemres are left out (every frame up to the outermost one in it), as in a
+ * snapshot and the `log` adaptor's Backtrace column. No driver call. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_NOT_FOUND when the stack has no `track` layer there.
  *
@@ -289,7 +323,7 @@ memres_track_foreach_live (MemresResource *mr, MemresLiveFunc func, gpointer use
       g_ptr_array_add (copy, g_memdup2 (r, sizeof (Record) + r->n_frames * sizeof (gpointer)));
     }
   g_mutex_unlock (&self->lock);
-  g_ptr_array_sort (copy, compare_time);
+  g_ptr_array_sort (copy, compare_seq);
 
   for (i = 0; i < copy->len; i++)
     {
@@ -303,13 +337,15 @@ memres_track_foreach_live (MemresResource *mr, MemresLiveFunc func, gpointer use
         .time = r->time,
       };
 
+      guint first = r->n_frames > 0 ? first_caller_frame (r->frames, r->n_frames) : 0;
+
       if (r->n_frames > 0)
         {
-          char **symbols = backtrace_symbols (r->frames, (int) r->n_frames);
+          char **symbols = backtrace_symbols (r->frames + first, (int) (r->n_frames - first));
           if (symbols != NULL)
             {
               GString *str = g_string_new (NULL);
-              for (guint f = 0; f < r->n_frames; f++)
+              for (guint f = 0; f < r->n_frames - first; f++)
                 g_string_append_printf (str, "%s\n", symbols[f]);
               free (symbols);
               text = g_string_free (str, FALSE);
