@@ -21,6 +21,8 @@
  * - arena-heap.c: the address range: free ranges best-fit with coalescing, tagged by the stream
  *   of their last free, and settling them (after the device's work) into ranges every stream
  *   may use;
+ * - arena-stable.c: place=stable: a stream's large requests placed best fit over the runs of its
+ *   own and settled free ranges as one, whenever its events complete; lending past a slack only;
  * - arena-resize.c: resize, in place where the range allows, else a move (remapping the whole
  *   granules, copying the bytes of the two end ones);
  * - arena-export.c: the buffers with physical memory of their own, outside the granule table:
@@ -217,6 +219,7 @@ typedef struct
   guint64 export_min;  /* with it: large requests of at least this get memory of their own */
   CUmemAllocationProp own_prop; /* prop with the handle type of exportable buffers */
   gboolean eager_settle;        /* settle=eager (arena-heap.c extent_place()) */
+  gboolean stable_place;        /* place=stable (arena-stable.c) */
 
   /* the reservations: the first at init, more when the address space runs out (under
    * parts.lock after init) */
@@ -379,6 +382,7 @@ void arena_span_claim (Arena *self, guint64 addr, guint64 size);
 guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
 void arena_spares_release (Arena *self);
+gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 
 /* arena-events.c */
 void arena_lines_init (Arena *self);
@@ -443,11 +447,19 @@ gboolean arena_heap_window (Arena *self, Range *r, guint64 size, guint tag, gboo
 Range *arena_heap_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag,
                                guint64 *addr);
 Range *arena_heap_range_at (Arena *self, guint64 a);
+Range *arena_heap_run_neighbour (Arena *self, guint64 addr, MemresStream tag, gboolean left);
+gboolean arena_heap_window_serves (Arena *self, guint64 a, guint64 size, guint64 lo, guint64 hi,
+                                   guint tag);
+gboolean arena_heap_run_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error);
+
+/* arena-stable.c */
+gint arena_stable_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
+                         gboolean settled, guint64 *addr, GError **error);
+gboolean arena_stable_may_lend (Arena *self, guint n);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 guint64 arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
 gboolean arena_heap_settle_tag (Arena *self, guint owner, GError **error);
-gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
                            guint64 *addr, GError **error);
 void arena_span_serve (Arena *self, guint64 addr, guint64 size, guint owner);
