@@ -364,7 +364,8 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
   /* what spares cannot back: granules of the allocating stream's own frees, lent
    * (arena-lend.c), before any memory is created; with place=stable only past the slack
    * (arena_stable_may_lend()) */
-  lend = self->lend_stream != NULL && arena_stable_may_lend (self, n_new - self->n_spare);
+  lend = self->lend_stream != NULL
+         && arena_stable_may_lend (self, n_new > self->n_spare ? n_new - self->n_spare : 0);
   if (n_new > self->n_spare && lend)
     arena_lend_pick (self, n_new - self->n_spare);
   arena_span_count (self, addr, size, 1);
