@@ -24,9 +24,11 @@
 #define ARENA_STABLE_SLACK 50
 
 /* The tightest run of free ranges each settled or tagged @tag (at least @size bytes): of the
- * windows at its two ends that may serve @owner (a slab's: its top end first), the one with the
- * fewest granules to back, then the lowest. *@from the free range the window's first byte lies
- * in. FALSE when no run holds @size bytes. */
+ * windows at its two ends that may serve @owner, the one with the fewest granules to back, then
+ * the lowest (a slab too: unlike extent_place(), no top-end preference on a tie). *@from the free
+ * range the window's first byte lies in. FALSE when no run holds @size bytes. Every free range of
+ * the stream and every settled one is visited (each run walked from its first range): a cost per
+ * large placement that grows with the free ranges, paid only with place=stable. */
 static gboolean
 stable_fit (Arena *self, MemresStream tag, guint64 size, gboolean slab, guint owner, guint64 *addr,
             Range **from, guint *unbacked)
