@@ -637,6 +637,131 @@ test_resnet_lagged (void)
   mt_hazard_end ();
 }
 
+/* The resnet18 step with the device catching up at random op counts (seeded: deterministic): the
+ * legacy stream held, and the hold released (the device through everything queued) and taken
+ * again every 1-@gap ops, drawn at random each time, so that the events of a step complete at
+ * arbitrary points inside it, never at the same ops from one step to the next, as on a GPU where
+ * the host is only slightly ahead (the step is host-bound). (A chain of holds, the device a few
+ * holds behind, cannot be built on the fake's legacy stream: releasing a hold frees its word
+ * with cuMemFreeHost, which drains the legacy stream behind the next hold.) Synchronized between
+ * steps, as bench/interop.py is. @n steps through @spec; the granules remapped by each step (the
+ * counter of the arena, the bottom layer) into @remapped, the driver calls into @each. */
+static void
+resnet_random (const char *spec, guint32 seed, guint gap, guint n, guint64 *remapped,
+               long (*each)[N_ENTRIES])
+{
+  const char *dir = g_getenv ("MEMRES_TRACES_DIR");
+  g_autofree char *path = g_build_filename (dir, "resnet18.csv", NULL);
+  g_autoptr (GArray) before = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr (MemresResource) mr = mt_new_ok (spec);
+  g_autoptr (GRand) rng = g_rand_new_with_seed (seed);
+  g_autofree MemresBuffer **bufs = NULL;
+  MemresResource *arena = mr;
+  MtStreamHold *hold;
+  guint lo, hi;
+  Trace t;
+
+  while (memres_resource_get_upstream (arena) != NULL)
+    arena = memres_resource_get_upstream (arena);
+  trace_parse (path, &t, before);
+  trace_steady_step (&t, before, &lo, &hi);
+  bufs = g_new0 (MemresBuffer *, t.ops->len);
+  hold = mt_stream_hold (NULL);
+  replay_ops (&t, 0, lo, mr, NULL, bufs);
+  mt_stream_release (hold);
+  mt_sync_ok (NULL);
+  for (guint step = 0; step < n; step++)
+    {
+      guint64 r0 = counter (arena, "granules_remapped");
+      long c0[N_ENTRIES], c1[N_ENTRIES];
+      guint next = g_rand_int_range (rng, 1, gap + 1);
+
+      hold = mt_stream_hold (NULL);
+      counts_now (c0);
+      for (guint i = lo; i < hi; i++)
+        {
+          replay_ops (&t, i, i + 1, mr, NULL, bufs);
+          if (--next > 0)
+            continue;
+          next = g_rand_int_range (rng, 1, gap + 1);
+          mt_stream_release (hold);
+          mt_sync_ok (NULL); /* all of it: the fake's device thread not racing the host */
+          hold = mt_stream_hold (NULL);
+        }
+      counts_now (c1);
+      mt_stream_release (hold);
+      mt_sync_ok (NULL);
+      for (guint e = 0; e < N_ENTRIES; e++)
+        each[step][e] = c1[e] - c0[e];
+      remapped[step] = counter (arena, "granules_remapped") - r0;
+    }
+  {
+    MemresStats st = stats_ok (arena);
+
+    g_test_message ("%s seed %u: peak physical %" G_GUINT64_FORMAT " / peak used %" G_GUINT64_FORMAT
+                    " = %.4f; %" G_GUINT64_FORMAT " granules created, %" G_GUINT64_FORMAT " lent",
+                    spec, seed, st.reserved_high, st.used_high,
+                    (double) st.reserved_high / st.used_high, counter (arena, "granules_created"),
+                    counter (arena, "granules_lent"));
+    if (strstr (spec, "place=stable") != NULL)
+      g_assert_cmpuint (st.reserved_high * 100, <=, st.used_high * 103);
+  }
+  for (guint i = 0; i < t.ops->len; i++)
+    if (bufs[i] != NULL)
+      mt_close_ok (bufs[i], NULL);
+  mt_sync_ok (NULL);
+  g_array_unref (t.ops);
+  g_array_unref (t.starts);
+}
+
+#define RANDOM_STEPS 40
+#define RANDOM_GAP   20
+
+/* issue 38's target 2 with the device catching up every 1-20 ops at random (three seeds): on an
+ * H100 plain `arena` remapped 11-208 granules a step for 50+ steps of bench/interop.py's resnet18
+ * step (h-converge). Here plain `arena` remaps 2-93 a step for 10-21 steps, `arena:park=true`
+ * 1-43 for 7-10 (printed, not asserted: the gap this closes); `cache>arena` nothing after step
+ * 0. `arena:place=stable` (arena-stable.c) places the same whenever the events complete: at
+ * most 16 granules remapped in step 1, nothing mapped, unmapped or created from step 2 on, and
+ * 1.019 times the peak used (plain: 1.039-1.049). */
+static void
+test_resnet_random (void)
+{
+  static const char *const specs[]
+      = { "arena", "arena:park=true", "cache>arena", "arena:place=stable" };
+  static const guint32 seeds[] = { 1, 2, 3 };
+
+  if (!mt_require_fake ("the driver calls are counted by the fake") || !mt_hazard_begin ())
+    return;
+  for (guint k = 0; k < G_N_ELEMENTS (specs); k++)
+    for (guint si = 0; si < G_N_ELEMENTS (seeds); si++)
+      {
+        guint64 remapped[RANDOM_STEPS];
+        long each[RANDOM_STEPS][N_ENTRIES];
+        GString *line = g_string_new (NULL);
+        gboolean stable = g_str_has_suffix (specs[k], "place=stable");
+        gboolean cached = g_str_has_prefix (specs[k], "cache>");
+
+        resnet_random (specs[k], seeds[si], RANDOM_GAP, RANDOM_STEPS, remapped, each);
+        for (guint step = 0; step < RANDOM_STEPS; step++)
+          g_string_append_printf (line, " %" G_GUINT64_FORMAT "/%ld", remapped[step],
+                                  each[step][MAP]);
+        g_test_message ("%s seed %u: granules remapped/cuMemMap per step:%s", specs[k], seeds[si],
+                        line->str);
+        g_string_free (line, TRUE);
+        if (stable)
+          g_assert_cmpuint (remapped[1], <=, 16);
+        for (guint step = stable ? 2 : 1; (stable || cached) && step < RANDOM_STEPS; step++)
+          {
+            g_assert_cmpuint (remapped[step], ==, 0);
+            g_assert_cmpint (each[step][CREATE] + each[step][RELEASE] + each[step][MAP]
+                                 + each[step][UNMAP] + each[step][ACCESS],
+                             ==, 0);
+          }
+      }
+  mt_hazard_end ();
+}
+
 /* bench/interop.py's "empty-del" through the allocator shim: torch.empty of 1 KiB, 64 KiB, 1 MiB
  * and 16 MiB in turn, each deleted at once, on the legacy stream (torch's default stream), with
  * the stream held for the whole loop (@held: the device behind the host) or not. EMPTY_PAIRS
@@ -842,6 +967,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/arena/steps/legacy-synced", GUINT_TO_POINTER (LEGACY), test_steady_steps);
   g_test_add_func ("/arena/steps/resnet18", test_resnet_steps);
   g_test_add_func ("/arena/steps/resnet18-lagged", test_resnet_lagged);
+  g_test_add_func ("/arena/steps/resnet18-random", test_resnet_random);
   g_test_add_func ("/arena/steps/empty-del", test_empty_del);
   g_test_add_func ("/arena/steps/phases", test_phases);
   return g_test_run ();

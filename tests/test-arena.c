@@ -93,6 +93,7 @@ test_bad_options (void)
   mt_new_fails ("arena:device=99", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
   mt_new_fails ("arena:front=17", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "front");
   mt_new_fails ("arena:settle=sometimes", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "settle");
+  mt_new_fails ("arena:place=somewhere", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "place");
   if (mt_driver_is_fake ())
     {
       mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0);
@@ -1541,15 +1542,18 @@ test_replay_target (void)
       GError *error = NULL;
       gint status = 0;
       const char *argv[] = { tool, "replay", "--json", log, "arena", NULL };
+      static const char *const replay_specs[]
+          = { "arena", "arena:park=true", "arena:place=stable" };
       guint64 used, reserved;
 
       if (!g_str_has_suffix (name, ".csv"))
         continue;
       traces++;
-      /* and with park=true (plugins/arena/arena-park.c), the same target */
-      for (guint spec = 0; spec < 2; spec++)
+      /* and with park=true (plugins/arena/arena-park.c) and place=stable (arena-stable.c),
+       * the same target */
+      for (guint spec = 0; spec < G_N_ELEMENTS (replay_specs); spec++)
         {
-          argv[4] = spec == 0 ? "arena" : "arena:park=true";
+          argv[4] = replay_specs[spec];
           g_clear_pointer (&out, g_free);
           g_clear_pointer (&err, g_free);
           env = g_environ_setenv (env, "FAKECUDA_DEVICE_MEMORY", "256GiB", TRUE);

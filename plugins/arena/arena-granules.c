@@ -4,7 +4,8 @@
  * (arena_granule_map()) and the one place that unmaps granules (arena_granules_unmap(), called
  * by arena-unmap.c and by the rollbacks here), the runs of adjacent granules one driver call spans
  * (arena_granule_run()), the idle count of each granule, and backing the granules a new extent
- * needs (spare memory unmapped from idle granules first, else lent, else a new cuMemCreate).
+ * needs (spare memory unmapped from idle granules first, else lent, else a new cuMemCreate), and
+ * more address space (arena_reserve_more(): a reservation whose granules extend the table).
  * Segment events: arena-segments.c; unmapping, giving back, moving, reaping, sleeping:
  * arena-unmap.c.
  *
@@ -340,7 +341,7 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
   guint n_new = 0;
   g_autofree guint *backed = NULL, *grant = NULL; /* memory of their own; every one mapped */
   g_autofree gboolean *moved = NULL;
-  gboolean ok = TRUE;
+  gboolean ok = TRUE, lend;
   guint n_grant = 0;
 
   guint idle_here = 0;
@@ -361,8 +362,11 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
       return FALSE;
     }
   /* what spares cannot back: granules of the allocating stream's own frees, lent
-   * (arena-lend.c), before any memory is created */
-  if (n_new > self->n_spare && self->lend_stream != NULL)
+   * (arena-lend.c), before any memory is created; with place=stable only past the slack
+   * (arena_stable_may_lend()) */
+  lend = self->lend_stream != NULL
+         && arena_stable_may_lend (self, n_new > self->n_spare ? n_new - self->n_spare : 0);
+  if (n_new > self->n_spare && lend)
     arena_lend_pick (self, n_new - self->n_spare);
   arena_span_count (self, addr, size, 1);
   if (n_new == 0)
@@ -377,7 +381,7 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
       guint64 lo = MAX (addr, ga) - ga, hi = MIN (addr + size, ga + self->granularity) - ga;
       /* not where memory was lent away before, for a size closed before (no_lend: a repeating
        * step's churn, arena-park.c) */
-      gboolean lendable = self->n_spare == 0 && self->lend_stream != NULL
+      gboolean lendable = self->n_spare == 0 && lend
                           && (self->asleep == NULL || self->asleep[g] == 0)
                           && !(self->no_lend && self->lent_away[g]);
       gint part;
@@ -440,4 +444,47 @@ void
 arena_span_claim (Arena *self, guint64 addr, guint64 size)
 {
   arena_span_count (self, addr, size, 1);
+}
+
+/* More address space: a new reservation (cuMemAddressReserve) of the first one's size, or of
+ * @size rounded up to the granularity when that is more (if the driver refuses, of that much
+ * only), its granules appended to the table, all of it one settled free range. Lock held. On
+ * failure nothing changed but va_refused, the bytes refused, which the out-of-memory report
+ * makes the arena's own verdict (arena_explain_oom()). */
+gboolean
+arena_reserve_more (Arena *self, guint64 size, GError **error)
+{
+  guint64 need = (size + self->granularity - 1) & ~(guint64) (self->granularity - 1);
+  guint64 bytes = MAX (need, self->resv[0].size);
+  CUdeviceptr base = 0;
+  CUresult r;
+
+  if (self->n_granules + (bytes >> self->granule_shift) > G_MAXUINT32 / 2)
+    bytes = need;
+  if (self->n_granules + (bytes >> self->granule_shift) > G_MAXUINT32 / 2)
+    {
+      self->va_refused = need;
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "arena: no more address space: %" G_GUINT64_FORMAT " bytes reserved",
+                   self->va_size);
+      return FALSE;
+    }
+  r = self->drv->cuMemAddressReserve (&base, bytes, self->granularity, 0, 0);
+  if (r != CUDA_SUCCESS && bytes > need)
+    r = self->drv->cuMemAddressReserve (&base, bytes = need, self->granularity, 0, 0);
+  if (r != CUDA_SUCCESS)
+    {
+      self->va_refused = bytes;
+      memres_cuda_set_error (error, r, "cuMemAddressReserve");
+      g_prefix_error (
+          error, "arena: reserving %" G_GUINT64_FORMAT " more bytes of address space: ", bytes);
+      return FALSE;
+    }
+  self->va_refused = 0;
+  self->resv = g_renew (Reservation, self->resv, self->n_resv + 1);
+  self->resv[self->n_resv++] = (Reservation){ base, bytes, self->n_granules };
+  arena_granules_grow (self, (guint) (bytes >> self->granule_shift));
+  self->va_size += bytes;
+  arena_heap_insert (self, base, bytes, NULL, NULL);
+  return TRUE;
 }

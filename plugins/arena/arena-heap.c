@@ -441,49 +441,6 @@ arena_heap_settle_tag (Arena *self, guint owner, GError **error)
   return settle (self, FALSE, owner, error);
 }
 
-/* More address space: a new reservation (cuMemAddressReserve) of the first one's size, or of
- * @size rounded up to the granularity when that is more (if the driver refuses, of that much
- * only), its granules appended to the table, all of it one settled free range. Lock held. On
- * failure nothing changed but va_refused, the bytes refused, which the out-of-memory report
- * makes the arena's own verdict (arena_explain_oom()). */
-gboolean
-arena_reserve_more (Arena *self, guint64 size, GError **error)
-{
-  guint64 need = (size + self->granularity - 1) & ~(guint64) (self->granularity - 1);
-  guint64 bytes = MAX (need, self->resv[0].size);
-  CUdeviceptr base = 0;
-  CUresult r;
-
-  if (self->n_granules + (bytes >> self->granule_shift) > G_MAXUINT32 / 2)
-    bytes = need;
-  if (self->n_granules + (bytes >> self->granule_shift) > G_MAXUINT32 / 2)
-    {
-      self->va_refused = need;
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                   "arena: no more address space: %" G_GUINT64_FORMAT " bytes reserved",
-                   self->va_size);
-      return FALSE;
-    }
-  r = self->drv->cuMemAddressReserve (&base, bytes, self->granularity, 0, 0);
-  if (r != CUDA_SUCCESS && bytes > need)
-    r = self->drv->cuMemAddressReserve (&base, bytes = need, self->granularity, 0, 0);
-  if (r != CUDA_SUCCESS)
-    {
-      self->va_refused = bytes;
-      memres_cuda_set_error (error, r, "cuMemAddressReserve");
-      g_prefix_error (
-          error, "arena: reserving %" G_GUINT64_FORMAT " more bytes of address space: ", bytes);
-      return FALSE;
-    }
-  self->va_refused = 0;
-  self->resv = g_renew (Reservation, self->resv, self->n_resv + 1);
-  self->resv[self->n_resv++] = (Reservation){ base, bytes, self->n_granules };
-  arena_granules_grow (self, (guint) (bytes >> self->granule_shift));
-  self->va_size += bytes;
-  arena_heap_insert (self, base, bytes, NULL, NULL);
-  return TRUE;
-}
-
 /* The granules without memory that @size bytes at the better end of @r would need. */
 static guint
 range_unbacked (Arena *self, Range *r, guint64 size)
@@ -517,6 +474,22 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
                         : NULL;
       Range *any;
 
+      /* place=stable: best fit over the stream's own and the settled ranges as one
+       * (arena-stable.c); else as below */
+      if (self->stable_place && tag != NULL && tag != CU_STREAM_PER_THREAD)
+        {
+          gint placed = arena_stable_place (self, size, slab, tag, owner, settled, addr, error);
+
+          if (placed >= 0)
+            return placed > 0;
+          if (!settled && self->tagged_bytes > 0)
+            {
+              if (!arena_heap_settle (self, FALSE, error))
+                return FALSE;
+              settled = TRUE;
+              continue;
+            }
+        }
       /* a range of the stream's own of exactly @size: no settled one fits tighter (the test
        * below would take it), so that one is not looked for (a buffer freed and allocated
        * again at its size: 259 instructions of a 1 MiB pair's 3,691) */

@@ -24,6 +24,8 @@
  * - arena-runs.c: runs of adjacent free ranges that one stream may use together (its own and
  *   settled ones): the index of the tagged ranges that can be in one, the best run over it, a
  *   window taken across a run; and the full check of the heap's indexes (counter heap_errors);
+ * - arena-stable.c: place=stable: a stream's large requests placed best fit over the runs of its
+ *   own and settled free ranges as one, whenever its events complete; lending past a slack only;
  * - arena-resize.c: resize, in place where the range allows, else a move (remapping the whole
  *   granules, copying the bytes of the two end ones);
  * - arena-export.c: the buffers with physical memory of their own, outside the granule table:
@@ -227,6 +229,7 @@ typedef struct
   CUmemAllocationProp own_prop; /* prop with the handle type of exportable buffers */
   gboolean eager_settle;        /* settle=eager (arena-heap.c extent_place()) */
   gboolean heap_check;          /* MEMRES_ARENA_CHECK set at init: the counters add heap_errors */
+  gboolean stable_place;        /* place=stable (arena-stable.c) */
 
   /* the reservations: the first at init, more when the address space runs out (under
    * parts.lock after init) */
@@ -395,6 +398,7 @@ void arena_span_claim (Arena *self, guint64 addr, guint64 size);
 guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
 void arena_spares_release (Arena *self);
+gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 
 /* arena-events.c */
 void arena_lines_init (Arena *self);
@@ -461,11 +465,15 @@ gboolean arena_heap_window_serves (Arena *self, guint64 a, guint64 size, guint64
 Range *arena_heap_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag,
                                guint64 *addr);
 Range *arena_heap_range_at (Arena *self, guint64 a);
+
+/* arena-stable.c */
+gint arena_stable_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
+                         gboolean settled, guint64 *addr, GError **error);
+gboolean arena_stable_may_lend (Arena *self, guint n);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 guint64 arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
 gboolean arena_heap_settle_tag (Arena *self, guint owner, GError **error);
-gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
                            guint64 *addr, GError **error);
 void arena_span_serve (Arena *self, guint64 addr, guint64 size, guint owner);
@@ -487,6 +495,7 @@ void arena_runs_grow (Arena *self);
 gboolean arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner,
                               guint64 *addr, Range **from, guint *unbacked);
 gboolean arena_runs_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error);
+Range *arena_runs_neighbour (const Arena *self, const Range *r, MemresStream tag, gboolean left);
 guint64 arena_heap_check (Arena *self);
 
 /* arena-alloc.c */

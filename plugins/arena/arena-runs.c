@@ -76,9 +76,10 @@ clear_visit (gpointer key, gpointer value, gpointer data)
 }
 
 /* @r's free neighbour before it (@left) or after it, if it is settled or tagged @tag and in the
- * same reservation (ranges of two reservations stay apart: arena_heap_insert()). */
-static inline Range *
-run_neighbour (const Arena *self, const Range *r, MemresStream tag, gboolean left)
+ * same reservation (ranges of two reservations stay apart: arena_heap_insert()). Also
+ * arena-stable.c's. */
+Range *
+arena_runs_neighbour (const Arena *self, const Range *r, MemresStream tag, gboolean left)
 {
   Range *n = left ? r->before : r->after;
 
@@ -138,9 +139,9 @@ arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, g
       if (r->visit == visit)
         continue;
       r->visit = visit;
-      while ((n = run_neighbour (self, left, tag, TRUE)) != NULL)
+      while ((n = arena_runs_neighbour (self, left, tag, TRUE)) != NULL)
         (left = n)->visit = visit;
-      while ((n = run_neighbour (self, right, tag, FALSE)) != NULL)
+      while ((n = arena_runs_neighbour (self, right, tag, FALSE)) != NULL)
         (right = n)->visit = visit;
       if (left == right || right->addr + right->size - left->addr < size)
         continue;

@@ -7,11 +7,12 @@
  *
  * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
  *              front=N,front_bytes=SIZE,handle_type=none|posix_fd|fabric,
- *              fabric_fallback=fail|posix_fd,export_min=SIZE,settle=lazy|eager,park=BOOL]
+ *              fabric_fallback=fail|posix_fd,export_min=SIZE,settle=lazy|eager,place=fit|stable,
+ *              park=BOOL]
  *
  * At init, one range of address space is reserved (cuMemAddressReserve: `reserve` bytes, by
  * default twice the device's memory, halved until the driver grants it); more are reserved when
- * it is full (arena_reserve_more(), arena-heap.c). Physical memory is
+ * it is full (arena_reserve_more(), arena-granules.c). Physical memory is
  * mapped into it one granule (cuMemGetAllocationGranularity, recommended: 2 MiB on the H200) at
  * a time, where an allocation needs it: an idle granule's memory moved there (cuMemUnmap,
  * cuMemMap, cuMemSetAccess: counted as remapped), or only when no granule is idle, a new one
@@ -36,6 +37,7 @@
 
 static const char *const handle_type_choices[] = { "none", "posix_fd", "fabric", NULL };
 static const char *const settle_choices[] = { "lazy", "eager", NULL };
+static const char *const place_choices[] = { "fit", "stable", NULL };
 
 static const MemresOptionSpec arena_options[] = {
   { "device", MEMRES_OPTION_INT, "0", "CUDA device ordinal the memory belongs to", NULL, 0,
@@ -77,6 +79,13 @@ static const MemresOptionSpec arena_options[] = {
     "sees whole holes (less memory for requests of many sizes, a query per such request); lazy: "
     "only before memory would be created",
     settle_choices, 0, 0 },
+  { "place", MEMRES_OPTION_ENUM, "fit",
+    "stable: a large request on a stream is placed best fit over the runs of adjacent free "
+    "ranges that are each settled or freed on that stream, the same whenever its work completes "
+    "(a repeating step keeps its layout and maps nothing once it ran), and the memory of its "
+    "frees is lent only past 2 % over the peak used (docs/arena.md); fit: as the settle option "
+    "says",
+    place_choices, 0, 0 },
   { "park", MEMRES_OPTION_BOOL, "false",
     "large closes parked by size: the next allocation of that size on the stream takes the "
     "extent back without heap work or a driver call; every other placement flushes them into "
@@ -110,6 +119,7 @@ arena_setup_options (Arena *self, const MemresOptions *options, GError **error)
   self->exportable = g_strcmp0 (memres_options_get_string (options, "handle_type"), "none") != 0;
   self->export_min = memres_options_get_size (options, "export_min");
   self->eager_settle = g_strcmp0 (memres_options_get_string (options, "settle"), "eager") == 0;
+  self->stable_place = g_strcmp0 (memres_options_get_string (options, "place"), "stable") == 0;
   /* export_min means nothing without exportable memory: refused rather than ignored */
   if (self->export_min > 0 && !self->exportable)
     {

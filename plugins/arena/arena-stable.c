@@ -1,0 +1,121 @@
+/* memres - CUDA memory resources
+ * arena-stable.c: place=stable (docs/arena.md): a large request on a stream placed the same way
+ * whatever moment the stream's events complete, so that a repeating training step keeps its
+ * layout and maps nothing once it has run once.
+ *
+ * Why (tests/test-arena-steps.c, /arena/steps/resnet18-random): with the device catching up at
+ * random points of each step, as on a GPU where the host is only slightly ahead, plain `arena`
+ * remapped 3-93 granules a step for 10-20 steps of resnet18's step on the fake (11-208 a step
+ * for 50+ steps on an H100). Two things changed with the timing: (1) whether a free range of the
+ * stream's own is still tagged or already settled decides which ranges coalesce, so best fit
+ * chose other addresses each step; (2) lending (arena-lend.c) moved the memory of the stream's
+ * own frees to new addresses, and took their old addresses out of the free ranges until their
+ * events were done. Here (1) the stream's own free ranges and the settled ones are one: best fit
+ * over the maximal runs of adjacent ranges that are each settled or tagged with the stream
+ * (which it may use at once: its frees are ordered before its allocations), the tightest run,
+ * then the window needing the fewest granules backed, then the lowest address; and (2) lending
+ * only once the physical memory would be more than ARENA_STABLE_SLACK above the peak used
+ * (created below that). Without it, the same replay with neither: no lending, 1.05 times the
+ * peak used and 3 steps to converge; with both: 1.016-1.019 and from step 2 nothing mapped. */
+#include "arena-private.h"
+
+/* Created rather than lent while the memory mapped stays within 1/ARENA_STABLE_SLACK (2 %) over
+ * the peak used. */
+#define ARENA_STABLE_SLACK 50
+
+/* The tightest run of free ranges each settled or tagged @tag (at least @size bytes): of the
+ * windows at its two ends that may serve @owner, the one with the fewest granules to back, then
+ * the lowest (a slab too: unlike extent_place(), no top-end preference on a tie). *@from the free
+ * range the window's first byte lies in. FALSE when no run holds @size bytes. Every free range of
+ * the stream and every settled one is visited (each run walked from its first range): a cost per
+ * large placement that grows with the free ranges, paid only with place=stable. */
+static gboolean
+stable_fit (Arena *self, MemresStream tag, guint64 size, gboolean slab, guint owner, guint64 *addr,
+            Range **from, guint *unbacked)
+{
+  guint64 best_run = G_MAXUINT64, best_at = 0;
+  gboolean found = FALSE;
+
+  /* every run once, from its first range: the stream's own ranges, then the settled ones */
+  for (guint pass = 0; pass < 2; pass++)
+    {
+      MemresStream want = pass == 0 ? tag : NULL;
+      Range key = { 0, 0, want };
+      GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
+
+      for (; node != NULL; node = g_tree_node_next (node))
+        {
+          Range *first = g_tree_node_key (node), *last = first, *n;
+          guint64 run;
+
+          if (first->tag != want)
+            break;
+          if (arena_runs_neighbour (self, first, tag, TRUE) != NULL)
+            continue;
+          while ((n = arena_runs_neighbour (self, last, tag, FALSE)) != NULL)
+            last = n;
+          run = last->addr + last->size - first->addr;
+          if (run < size || run > best_run)
+            continue;
+          for (guint side = 0; side < 2; side++)
+            {
+              guint64 at = (side == 0) != slab ? first->addr : last->addr + last->size - size;
+              guint u;
+
+              if (!arena_heap_window_serves (self, at, size, first->addr, last->addr + last->size,
+                                             owner))
+                continue;
+              u = arena_span_unbacked (self, at, size);
+              if (found
+                  && (run > best_run || (run == best_run && u > *unbacked)
+                      || (run == best_run && u == *unbacked && at >= best_at)))
+                continue;
+              found = TRUE;
+              best_run = run;
+              best_at = *addr = at;
+              *unbacked = u;
+              *from = at == first->addr ? first : last;
+              while ((*from)->addr > at)
+                *from = (*from)->before;
+            }
+        }
+    }
+  return found;
+}
+
+/* extent_place() with place=stable, for an allocation on @tag (a stream, not the per-thread
+ * one): 1 and *@addr when placed in the best run (stable_fit()); 0 on failure (@error set, or
+ * none with want_unmap set: arena_span_hold()); -1 when no run holds @size bytes, or when its
+ * window would need more granules backed than are idle or spare and the tagged ranges were not
+ * @settled yet (the caller settles and asks again, or goes on as without the option). */
+gint
+arena_stable_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
+                    gboolean settled, guint64 *addr, GError **error)
+{
+  guint64 at = 0;
+  guint unbacked = 0;
+  Range *from = NULL;
+
+  if (!stable_fit (self, tag, size, slab, owner, &at, &from, &unbacked))
+    return -1;
+  if (!settled && self->tagged_bytes > 0 && unbacked > arena_reusable (self))
+    return -1;
+  arena_span_serve (self, at, size, owner);
+  self->lend_lo = at;
+  self->lend_hi = at + size;
+  if (!arena_runs_take (self, from, at, size, error))
+    return 0;
+  *addr = at;
+  return 1;
+}
+
+/* Whether a placement that needs @n more granules than the spares hold may lend the memory of
+ * its stream's frees (arena-lend.c): always without place=stable; with it, only when creating
+ * them would map more than ARENA_STABLE_SLACK over the peak used. */
+gboolean
+arena_stable_may_lend (Arena *self, guint n)
+{
+  return !self->stable_place
+         || ((guint64) self->n_mapped + n) * self->granularity
+                > self->used_high + self->used_high / ARENA_STABLE_SLACK;
+}
