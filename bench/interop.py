@@ -29,8 +29,10 @@ Environment: MEMRES_ALLOCATOR_LIB, MEMRES_LIBMEMRES, MEMRES_PLUGIN_PATH (scripts
 --interop sets them). Exits 77 without torch or a CUDA device."""
 
 import argparse
+import functools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -47,12 +49,10 @@ COUNTED = ("granules_created", "granules_remapped", "granules_released", "settle
            "park_hits", "park_flushes", "hits")
 
 
-def layer_counters(alloc):
-    """The counters of every layer of the shim's device-0 resource (memres_resource_get_counters()
-    down the stack: no snapshot, which would flush what an arena parked), summed by name over
-    the layers, the ones in COUNTED only."""
+@functools.cache
+def _counter_libs():
+    """libmemres and GLib with the prototypes layer_counters() calls, set up once."""
     import ctypes
-    import re
     libm = ctypes.CDLL(os.environ.get("MEMRES_LIBMEMRES") or "libmemres.so")
     glib = ctypes.CDLL("libglib-2.0.so.0")
     for name, res, args in (("memres_resource_get_counters", ctypes.c_void_p, [ctypes.c_void_p] * 2),
@@ -63,6 +63,15 @@ def layer_counters(alloc):
     glib.g_variant_print.argtypes = [ctypes.c_void_p, ctypes.c_int]
     glib.g_variant_unref.argtypes = [ctypes.c_void_p]
     glib.g_free.argtypes = [ctypes.c_void_p]
+    return libm, glib
+
+
+def layer_counters(alloc, names=COUNTED):
+    """The counters of every layer of the shim's device-0 resource (memres_resource_get_counters()
+    down the stack: no snapshot, which would flush what an arena parked), summed by name over
+    the layers, the ones in @names only."""
+    import ctypes
+    libm, glib = _counter_libs()
     out = {}
     mr = alloc.resource(0)
     while mr:
@@ -71,7 +80,7 @@ def layer_counters(alloc):
             text = glib.g_variant_print(v, 1)
             for name, value in re.findall(r"'(\w+)': <(?:uint64 |uint32 )?(\d+)>",
                                           ctypes.string_at(text).decode()):
-                if name in COUNTED:
+                if name in names:
                     out[name] = out.get(name, 0) + int(value)
             glib.g_free(text)
             glib.g_variant_unref(v)

@@ -32,9 +32,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 sys.path.insert(0, HERE)
 
+import interop  # noqa: E402  (bench/interop.py: layer_counters())
+
 LEGACY = ctypes.c_void_p(1)  # CU_STREAM_LEGACY
-COUNTED = ("granules_created", "granules_remapped", "granules_released", "settles", "misses",
-           "park_hits", "park_flushes", "hits", "physical")
+COUNTED = interop.COUNTED + ("physical",)
 
 
 def main():
@@ -46,8 +47,6 @@ def main():
     args = ap.parse_args()
 
     from memres_interop import Allocator
-    import interop
-    interop.COUNTED = COUNTED
     alloc = Allocator()
     lib = alloc.lib
     lib.memres_torch_alloc.restype = ctypes.c_void_p
@@ -84,7 +83,7 @@ def main():
     for w in workers:
         w.start()
     rows = []
-    before = interop.layer_counters(alloc)
+    before = interop.layer_counters(alloc, COUNTED)
     for rep in range(args.reps):
         for op in ops:
             inbox[op[0] if args.threads else tids[0]].put(op)
@@ -92,7 +91,7 @@ def main():
         for ptr in list(live):  # what the trace left live
             inbox[tids[0]].put((tids[0], "free", ptr, 0))
             done.acquire()
-        now = interop.layer_counters(alloc)
+        now = interop.layer_counters(alloc, COUNTED)
         delta = {k: now.get(k, 0) - before.get(k, 0) for k in COUNTED
                  if now.get(k, 0) != before.get(k, 0)}
         rows.append(delta)
