@@ -35,7 +35,7 @@ sys.path.insert(0, HERE)
 import interop  # noqa: E402  (bench/interop.py: layer_counters())
 
 LEGACY = ctypes.c_void_p(1)  # CU_STREAM_LEGACY
-COUNTED = interop.COUNTED + ("physical",)
+COUNTED = interop.COUNTED + ("physical", "granules_refaulted", "headroom")
 
 
 def main():

@@ -108,6 +108,7 @@ extent_new_or_flush (Arena *self, guint64 size, gboolean slab, MemresStream tag,
       g_clear_error (&local);
       flushed = TRUE;
       self->oom_flushes++;
+      arena_headroom_reset (self); /* the retry moves idle granules (arena-headroom.c) */
       if (!arena_flush (self, error))
         break;
     }

@@ -36,6 +36,7 @@ arena_granules_init (Arena *self, GError **error)
   self->pending = g_array_new (FALSE, FALSE, sizeof (PendingEvent));
   self->retired_at = g_new0 (guint8, self->n_granules);
   self->lent_away = g_new0 (guint8, self->n_granules);
+  self->moved_away = g_new0 (guint8, self->n_granules);
   self->shared_at = g_new0 (guint8, self->n_granules);
   self->keep_lo = G_MAXUINT;
   self->idle_tag = CACHE_TAG_ANY;
@@ -55,6 +56,7 @@ arena_granules_clear (Arena *self)
   g_clear_pointer (&self->pending, g_array_unref);
   g_clear_pointer (&self->retired_at, g_free);
   g_clear_pointer (&self->lent_away, g_free);
+  g_clear_pointer (&self->moved_away, g_free);
   g_clear_pointer (&self->shared_at, g_free);
   g_clear_pointer (&self->asleep, g_free);
   g_clear_pointer (&self->asleep_large, g_hash_table_unref);
@@ -78,6 +80,8 @@ arena_granules_grow (Arena *self, guint n)
   memset (self->retired_at + was, 0, n * sizeof *self->retired_at);
   self->lent_away = g_renew (guint8, self->lent_away, self->n_granules);
   memset (self->lent_away + was, 0, n * sizeof *self->lent_away);
+  self->moved_away = g_renew (guint8, self->moved_away, self->n_granules);
+  memset (self->moved_away + was, 0, n * sizeof *self->moved_away);
   self->shared_at = g_renew (guint8, self->shared_at, self->n_granules);
   memset (self->shared_at + was, 0, n * sizeof *self->shared_at);
   memset (self->held + was, 0, n * sizeof *self->held);
@@ -341,10 +345,8 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
   guint n_new = 0;
   g_autofree guint *backed = NULL, *grant = NULL; /* memory of their own; every one mapped */
   g_autofree gboolean *moved = NULL;
-  gboolean ok = TRUE, lend;
-  guint n_grant = 0;
-
-  guint idle_here = 0;
+  gboolean ok = TRUE, lend, create;
+  guint n_grant = 0, idle_here = 0;
 
   /* a granule without memory that holds bytes is one a sleep released (arena-sleep.c): free
    * bytes of it handed out get memory too, and its wake finds it mapped */
@@ -353,7 +355,10 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
       n_new += self->handle[g] == 0;
       idle_here += self->held[g] == 0 && self->handle[g] != 0;
     }
-  if (n_new > self->n_spare && self->n_idle_mapped > idle_here && !self->no_unmap)
+  /* within the remap headroom, created rather than moved or lent (arena-headroom.c) */
+  arena_headroom_note (self, g0, g1);
+  create = n_new > self->n_spare && arena_headroom_allows (self, n_new - self->n_spare);
+  if (n_new > self->n_spare && self->n_idle_mapped > idle_here && !self->no_unmap && !create)
     {
       /* the idle granules of the span itself are kept: it is about to use them */
       self->want_unmap = MIN (n_new - self->n_spare, self->n_idle_mapped - idle_here);
@@ -364,13 +369,16 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
   /* what spares cannot back: granules of the allocating stream's own frees, lent
    * (arena-lend.c), before any memory is created; with place=stable only past the slack
    * (arena_stable_may_lend()) */
-  lend = self->lend_stream != NULL
+  lend = self->lend_stream != NULL && !create
          && arena_stable_may_lend (self, n_new > self->n_spare ? n_new - self->n_spare : 0);
   if (n_new > self->n_spare && lend)
     arena_lend_pick (self, n_new - self->n_spare);
   arena_span_count (self, addr, size, 1);
   if (n_new == 0)
-    return TRUE;
+    {
+      arena_headroom_held (self);
+      return TRUE;
+    }
   backed = g_new (guint, n_new);
   grant = g_new (guint, n_new);
   moved = g_new (gboolean, n_new);
@@ -422,7 +430,10 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
       break;
     }
   if (ok && arena_granules_grant (self, grant, n_grant, error))
-    return TRUE;
+    {
+      arena_headroom_held (self);
+      return TRUE;
+    }
   /* the created ones go back, the moved ones (mapped without access) are spares again; the lent
    * ones are undone by the caller (arena_lend_abort()) */
   while (n_new-- > 0)

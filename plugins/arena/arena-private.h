@@ -37,6 +37,8 @@
  *   shared with a granule still in use whose bytes there are the stream's free ones (Shared);
  * - arena-sleep.c: sleep and wake (docs/sleep.md): the granules only sleeping buffers hold
  *   released, and created and mapped again at the wake (arena-unmap.c does the driver work);
+ * - arena-headroom.c: the remap headroom: granules created rather than moved once moving them
+ *   was undone (a refault), within a bound over the peak of granules in use;
  * - arena-park.c: large closes parked by size (deferred coalescing): the next allocation of that
  *   size on the stream takes the extent back without heap work or a driver call; flushed into
  *   the heap before the arena maps a granule, and at trim, sleep, resize, snapshot and finalize;
@@ -269,12 +271,17 @@ typedef struct
   guint8 *shared_at;        /* per granule: 1 the second address of a Shared (@to), 2 the donor */
   guint64 shared_granules;  /* counter granules_shared */
   guint n_mapped, n_idle_mapped, mapped_high;
-  GHashTable *lines; /* MemresStream: its StreamLine (arena-events.c) */
-  GTree *free_tree;  /* Range, by (tag, size, addr): best fit per tag */
-  GTree *run_tree;   /* Range, by (tag, size, addr): the tagged free ranges with a neighbour
-                      * in a run (arena-runs.c), each with in_run set, once run_dirty's are
-                      * brought in or out */
-  Range **run_dirty; /* ranges whose place in run_tree may have changed */
+  /* the remap headroom (arena-headroom.c) */
+  guint8 *moved_away; /* per granule: 1 once its memory was unmapped to back another */
+  guint held_high;    /* the peak of granules in use (mapped, not idle) */
+  guint headroom;     /* granules that may be created over held_high rather than moved */
+  guint64 refaulted;  /* counter granules_refaulted */
+  GHashTable *lines;  /* MemresStream: its StreamLine (arena-events.c) */
+  GTree *free_tree;   /* Range, by (tag, size, addr): best fit per tag */
+  GTree *run_tree;    /* Range, by (tag, size, addr): the tagged free ranges with a neighbour
+                       * in a run (arena-runs.c), each with in_run set, once run_dirty's are
+                       * brought in or out */
+  Range **run_dirty;  /* ranges whose place in run_tree may have changed */
   guint n_run_dirty, run_dirty_size;
   guint32 run_visit;     /* the arena_runs_best_fit() calls so far (Range.visit) */
   Range *range_pool[32]; /* Range structs freed, kept for the next free range (arena-heap.c) */
@@ -399,6 +406,12 @@ guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
 void arena_spares_release (Arena *self);
 gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
+
+/* arena-headroom.c */
+void arena_headroom_note (Arena *self, guint g0, guint g1);
+gboolean arena_headroom_allows (const Arena *self, guint extra);
+void arena_headroom_held (Arena *self);
+void arena_headroom_reset (Arena *self);
 
 /* arena-events.c */
 void arena_lines_init (Arena *self);

@@ -25,7 +25,10 @@
 
 /* The tightest run of free ranges each settled or tagged @tag (at least @size bytes): of the
  * windows at its two ends that may serve @owner, the one with the fewest granules to back, then
- * the lowest (a slab too: unlike extent_place(), no top-end preference on a tie). *@from the free
+ * the lowest. A @slab: the top end of the highest run that holds it, so that slabs stack down
+ * from the top of the reservation (a hole among them first) and never land among the large
+ * buffers (docs/arena.md: on two threads, the slabs made for the other thread's front cache took
+ * 55 more granules). *@from the free
  * range the window's first byte lies in. FALSE when no run holds @size bytes. Every free range of
  * the stream and every settled one is visited (each run walked from its first range): a cost per
  * large placement that grows with the free ranges, paid only with place=stable. */
@@ -55,11 +58,27 @@ stable_fit (Arena *self, MemresStream tag, guint64 size, gboolean slab, guint ow
           while ((n = arena_runs_neighbour (self, last, tag, FALSE)) != NULL)
             last = n;
           run = last->addr + last->size - first->addr;
+          /* a slab: the top end of the highest run that holds it */
+          if (slab)
+            {
+              guint64 at = last->addr + last->size - size;
+
+              if (run < size || (found && at <= best_at)
+                  || !arena_heap_window_serves (self, at, size, first->addr,
+                                                last->addr + last->size, owner))
+                continue;
+              found = TRUE;
+              best_at = *addr = at;
+              *unbacked = arena_span_unbacked (self, at, size);
+              for (*from = last; (*from)->addr > at;)
+                *from = (*from)->before;
+              continue;
+            }
           if (run < size || run > best_run)
             continue;
           for (guint side = 0; side < 2; side++)
             {
-              guint64 at = (side == 0) != slab ? first->addr : last->addr + last->size - size;
+              guint64 at = side == 0 ? first->addr : last->addr + last->size - size;
               guint u;
 
               if (!arena_heap_window_serves (self, at, size, first->addr, last->addr + last->size,

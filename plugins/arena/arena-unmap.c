@@ -165,6 +165,7 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
         {
           self->spare[self->n_spare++] = self->handle[j];
           self->handle[j] = 0;
+          self->moved_away[j] = 1; /* a refault if it needs memory again (arena-headroom.c) */
         }
     }
   return ok;

@@ -388,6 +388,8 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "granules_created", "t", self->created);
   g_variant_dict_insert (counters, "granules_remapped", "t", self->remapped);
   g_variant_dict_insert (counters, "granules_moved", "t", self->moved);
+  g_variant_dict_insert (counters, "granules_refaulted", "t", self->refaulted);
+  g_variant_dict_insert (counters, "headroom", "t", (guint64) self->headroom * g);
   g_variant_dict_insert (counters, "granules_released", "t", self->released);
   g_variant_dict_insert (counters, "settles", "t", self->settles);
   g_variant_dict_insert (counters, "oom_flushes", "t", self->oom_flushes);
