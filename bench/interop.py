@@ -99,6 +99,7 @@ def worker(kind, quick):
     from torch_training import make_resnet
 
     dev = torch.device("cuda", 0)
+    free0, total = torch.cuda.mem_get_info(0)  # the context made: the baseline of held()
     torch.backends.cudnn.benchmark = False
     model, name = make_resnet()
     model = model.to(dev)
@@ -135,6 +136,14 @@ def worker(kind, quick):
         return (statistics.median(times) * 1e3, statistics.median(gpu),
                 statistics.median(host) * 1e3, [x * 1e3 for x in times], counts)  # ms
 
+    def held(n):
+        """Device memory the process holds after @n more steps over its baseline (cuMemGetInfo),
+        bytes: the allocator's memory, with the libraries' workspaces (the same for both)."""
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+        return free0 - torch.cuda.mem_get_info(0)[0]
+
     def kernels(n):
         from torch.profiler import profile, ProfilerActivity
         torch.cuda.synchronize()
@@ -163,6 +172,8 @@ def worker(kind, quick):
             value, gpu, host, steps, counts = resnet(req["n"])
             print(json.dumps({"value": value, "gpu": gpu, "host": host, "steps": steps,
                               "counts": counts}), flush=True)
+        elif req["what"] == "resnet18-held":
+            print(json.dumps({"value": held(req["n"])}), flush=True)
         elif req["what"] == "resnet18-kernels":
             print(json.dumps({"value": kernels(req["n"])}), flush=True)
         else:
@@ -231,6 +242,9 @@ def main():
                     "repetitions of this one)")
     ap.add_argument("--kernels", action="store_true",
                     help="the steps' kernel times under torch.profiler too")
+    ap.add_argument("--memory", action="store_true",
+                    help="only the device memory each worker holds after 20 resnet18 steps, one "
+                    "worker at a time (each alone on the device: cuMemGetInfo over its baseline)")
     ap.add_argument("--torch-conf", help="a third worker: torch's allocator under "
                     "PYTORCH_CUDA_ALLOC_CONF=TORCH_CONF")
     args = ap.parse_args()
@@ -264,6 +278,20 @@ def main():
     kinds = ["torch", "memres"]
     if args.torch_conf:
         kinds.append("torch-conf")
+    if args.memory:
+        held = {}
+        for k in kinds:  # one at a time: each alone on the device
+            w = Worker(k, args.quick, args.torch_conf if k == "torch-conf" else None)
+            held[k] = w.ask("resnet18-held", 20)["value"]
+            w.close()
+        print(f"\n### resnet18: device memory held after 20 steps ({torch.cuda.get_device_name(0)})\n")
+        print(f"memres resource: `{spec}`\n")
+        for k in kinds:
+            print(f"- {k}: {held[k] / 2**20:.1f} MiB ({held[k] / held['torch']:.3f}x torch's)")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"spec": spec, "torch_conf": args.torch_conf, "held": held}, f, indent=1)
+        return
     steps = {w: [] for w in kinds}  # each repetition's step times, in order
     counts = []  # the memres worker's counters, per step of each repetition
     workers = {k: Worker(k, args.quick, args.torch_conf if k == "torch-conf" else None)
