@@ -298,6 +298,8 @@ typedef struct
   guint64 moved;          /* granules whose memory a resize moved (remapped, not copied) */
   guint64 va_refused;     /* bytes of address space the driver last refused to reserve (0: none) */
   guint64 run_takes;      /* extents placed across a stream's own freed ranges and settled ones */
+  guint64 stable_high;    /* place=stable: the most bytes of extents live at a placement, never
+                           * reset (arena-stable.c stable_length()) */
   OwnBuf *owns;           /* buffers of their own memory (their granules count in n_mapped) */
   guint64 own_used;       /* bytes of the exportable ones counted as used */
   guint64 imported_bytes; /* bytes mapped from other processes */

@@ -12,8 +12,9 @@
  * own frees to new addresses, and took their old addresses out of the free ranges until their
  * events were done. Here (1) the stream's own free ranges and the settled ones are one: best fit
  * over the maximal runs of adjacent ranges that are each settled or tagged with the stream
- * (which it may use at once: its frees are ordered before its allocations), the tightest run,
- * then the window needing the fewest granules backed, then the lowest address; and (2) lending
+ * (which it may use at once: its frees are ordered before its allocations), the tightest run
+ * (a run longer than the most bytes ever live counting as that long: stable_length()), then the
+ * window needing the fewest granules backed, then the lowest address; and (2) lending
  * only once the physical memory would be more than ARENA_STABLE_SLACK above the peak used
  * (created below that). Without it, the same replay with neither: no lending, 1.05 times the
  * peak used and 3 steps to converge; with both: 1.016-1.019 and from step 2 nothing mapped. */
@@ -22,6 +23,24 @@
 /* Created rather than lent while the memory mapped stays within 1/ARENA_STABLE_SLACK (2 %) over
  * the peak used. */
 #define ARENA_STABLE_SLACK 50
+
+/* The length a run of @run bytes counts for in stable_fit()'s choice of the tightest for @size
+ * bytes (less than @size only when @run is): at most stable_high, the most bytes of extents the
+ * arena has had live (at least @size). A run longer than that could hold all of them at once, and
+ * its length beyond says how large the reservation is, not how tight the fit: the run that reaches
+ * into the settled rest of the reservation is as long as the reservation (twice the device's
+ * memory). Uncapped, that run lost to any hole behind it on an 80 GiB reservation and won on the
+ * fake's 512 MiB one: at the start of a batch, /arena/memory/kv-growth's ring of growing caches
+ * jumped from its front (its own free bytes, then the settled rest) to an old hole at the bottom
+ * that needed memory backed, 1.106 times the peak used there against 1.021 on the small
+ * reservation. Capped, such runs tie, and the window needing the fewest granules backed, then the
+ * lowest address, decides, the same at every reservation. stable_high is a function of the request
+ * sequence (unlike used_high, which a stats reset lowers), so the layout stays one too. */
+static guint64
+stable_length (const Arena *self, guint64 run, guint64 size)
+{
+  return MIN (run, MAX (self->stable_high, size));
+}
 
 /* The tightest run of free ranges each settled or tagged @tag (at least @size bytes): of the
  * windows at its two ends that may serve @owner, the one with the fewest granules to back, then
@@ -57,7 +76,7 @@ stable_fit (Arena *self, MemresStream tag, guint64 size, gboolean slab, guint ow
             continue;
           while ((n = arena_runs_neighbour (self, last, tag, FALSE)) != NULL)
             last = n;
-          run = last->addr + last->size - first->addr;
+          run = stable_length (self, last->addr + last->size - first->addr, size);
           /* a slab: the top end of the highest run that holds it */
           if (slab)
             {
@@ -115,6 +134,7 @@ arena_stable_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, 
   guint unbacked = 0;
   Range *from = NULL;
 
+  self->stable_high = MAX (self->stable_high, self->large_used + self->slab_bytes + size);
   if (!stable_fit (self, tag, size, slab, owner, &at, &from, &unbacked))
     return -1;
   if (!settled && self->tagged_bytes > 0 && unbacked > arena_reusable (self))
