@@ -507,6 +507,9 @@ gint arena_range_cmp (gconstpointer a, gconstpointer b, gpointer unused);
 void arena_runs_init (Arena *self);
 void arena_runs_index (Arena *self, Range *r, gboolean in);
 void arena_runs_grow (Arena *self);
+typedef void (*ArenaRunFunc) (Arena *self, Range *first, Range *last, gpointer data);
+void arena_runs_foreach (Arena *self, MemresStream tag, ArenaRunFunc fn, gpointer data);
+Range *arena_runs_range_of (Range *first, guint64 at);
 gboolean arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner,
                               guint64 *addr, Range **from, guint *unbacked);
 gboolean arena_runs_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error);

@@ -91,31 +91,19 @@ arena_runs_neighbour (const Arena *self, const Range *r, MemresStream tag, gbool
              : NULL;
 }
 
-/* For an allocation on @tag: a window of @size bytes in a run of adjacent free ranges that are
- * each settled or tagged @tag, at least two of them (such neighbours never coalesce, yet the
- * stream may use both: its own frees are ordered before its allocations). Of the windows at
- * either end of every such run, the one with the fewest granules to back; then the window at
- * the start of a run that begins with the stream's own free bytes (the front of a ring of caches
- * grown a token at a time, /arena/memory/kv-growth: the new one continues there, into the
- * settled bytes after them); then the tightest run. *@from is the free range its first byte lies
- * in. FALSE when no run holds @size bytes.
- *
- * The run's length alone does not choose between the ring's front and a hole behind it: the run
- * at the front reaches into the settled rest of the reservation, whose length is the
- * reservation's (twice the device's memory), not the workload's. Chosen by length, a tie went to
- * the front on a 256 MiB device and behind it on an 80 GiB one (kv-growth 1.021 against 1.063).
- *
- * Walked over the run index, each run once: before h-bestfit, every tagged range of the stream
- * walked its whole run (memres-bench --random's warm replay: 194 tagged ranges and 838
- * neighbour steps a call, for 73 runs of 258 ranges in all). */
-gboolean
-arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, guint64 *addr,
-                     Range **from, guint *unbacked)
+/* Calls @fn for every run of two or more adjacent free ranges that are each settled or tagged
+ * @tag (such neighbours never coalesce, yet the stream may use them together: its own frees are
+ * ordered before its allocations), once, with its first and its last range: over the run index
+ * (every such run holds a tagged range with a neighbour in it: two settled neighbours coalesce),
+ * in the order of the best-fit tree of the tagged range it is reached from first (the order
+ * decides arena_runs_best_fit()'s ties). Before h-bestfit every tagged range of the stream
+ * walked its whole run (memres-bench --random's warm replay: 194 tagged ranges and 838 neighbour
+ * steps a call, for 73 runs of 258 ranges in all). */
+void
+arena_runs_foreach (Arena *self, MemresStream tag, ArenaRunFunc fn, gpointer data)
 {
   Range key = { 0, 0, tag };
   GTreeNode *node;
-  guint64 best_run = G_MAXUINT64;
-  gboolean found = FALSE, best_front = FALSE;
   guint32 visit;
 
   runs_flush (self);
@@ -125,9 +113,6 @@ arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, g
       g_tree_foreach (self->free_tree, clear_visit, NULL);
       visit = self->run_visit = 1;
     }
-  /* the stream's tagged ranges that have a neighbour in a run, in the order of the best-fit
-   * tree (the first of equal windows is kept: the order decides ties); every other tagged
-   * range of the stream is a run of one */
   for (node = g_tree_lower_bound (self->run_tree, &key); node != NULL;
        node = g_tree_node_next (node))
     {
@@ -135,7 +120,7 @@ arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, g
 
       if (r->tag != tag)
         break;
-      /* a run walked already, from a range before this one: the same windows, none better */
+      /* a run walked already, from a range before this one */
       if (r->visit == visit)
         continue;
       r->visit = visit;
@@ -143,37 +128,90 @@ arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, g
         (left = n)->visit = visit;
       while ((n = arena_runs_neighbour (self, right, tag, FALSE)) != NULL)
         (right = n)->visit = visit;
-      if (left == right || right->addr + right->size - left->addr < size)
+      if (left != right)
+        fn (self, left, right, data);
+    }
+}
+
+/* The free range that address @at of the run from @first on lies in. */
+Range *
+arena_runs_range_of (Range *first, guint64 at)
+{
+  Range *f = first;
+
+  while (f->addr + f->size <= at)
+    f = f->after;
+  return f;
+}
+
+typedef struct
+{
+  guint64 size;
+  guint owner;
+  gboolean found, best_front;
+  guint64 best_run, addr;
+  guint unbacked;
+  Range *from;
+} RunFit;
+
+static void
+run_fit_consider (Arena *self, Range *left, Range *right, gpointer data)
+{
+  RunFit *b = data;
+  guint64 run = right->addr + right->size - left->addr;
+
+  if (run < b->size)
+    return;
+  for (guint side = 0; side < 2; side++)
+    {
+      guint64 at = side == 0 ? left->addr : right->addr + right->size - b->size;
+      gboolean front = side == 0 && left->tag != NULL;
+      guint u;
+
+      if (!arena_heap_window_serves (self, at, b->size, left->addr, right->addr + right->size,
+                                     b->owner))
         continue;
-      for (guint side = 0; side < 2; side++)
+      u = arena_span_unbacked (self, at, b->size);
+      if (!b->found || u < b->unbacked
+          || (u == b->unbacked
+              && (front > b->best_front || (front == b->best_front && run < b->best_run))))
         {
-          guint64 run = right->addr + right->size - left->addr;
-          guint64 at = side == 0 ? left->addr : right->addr + right->size - size;
-          gboolean front = side == 0 && left->tag != NULL;
-          guint u;
-
-          if (!arena_heap_window_serves (self, at, size, left->addr, right->addr + right->size,
-                                         owner))
-            continue;
-          u = arena_span_unbacked (self, at, size);
-          if (!found || u < *unbacked
-              || (u == *unbacked
-                  && (front > best_front || (front == best_front && run < best_run))))
-            {
-              Range *f = side == 0 ? left : right;
-
-              while (f->addr > at)
-                f = f->before;
-              found = TRUE;
-              *addr = at;
-              *from = f;
-              *unbacked = u;
-              best_front = front;
-              best_run = run;
-            }
+          b->found = TRUE;
+          b->addr = at;
+          b->from = arena_runs_range_of (left, at);
+          b->unbacked = u;
+          b->best_front = front;
+          b->best_run = run;
         }
     }
-  return found;
+}
+
+/* For an allocation on @tag: a window of @size bytes in a run of adjacent free ranges that are
+ * each settled or tagged @tag, at least two of them (arena_runs_foreach()). Of the windows at
+ * either end of every such run, the one with the fewest granules to back; then the window at
+ * the start of a run that begins with the stream's own free bytes (the front of a ring of caches
+ * grown a token at a time, /arena/memory/kv-growth: the new one continues there, into the
+ * settled bytes after them); then the tightest run; then the first reached. *@from is the free
+ * range its first byte lies in. FALSE when no run holds @size bytes.
+ *
+ * The run's length alone does not choose between the ring's front and a hole behind it: the run
+ * at the front reaches into the settled rest of the reservation, whose length is the
+ * reservation's (twice the device's memory), not the workload's. Chosen by length, a tie went to
+ * the front on a 256 MiB device and behind it on an 80 GiB one (kv-growth 1.021 against 1.063). */
+gboolean
+arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, guint64 *addr,
+                     Range **from, guint *unbacked)
+{
+  RunFit b = { size, owner, FALSE, FALSE, G_MAXUINT64, 0, 0, NULL };
+
+  arena_runs_foreach (self, tag, run_fit_consider, &b);
+  if (b.found)
+    {
+      *addr = b.addr;
+      *from = b.from;
+      *unbacked = b.unbacked;
+    }
+  return b.found;
 }
 
 /* Takes [addr, addr + size) out of the run of free ranges it lies in, from @from on (settled,
@@ -183,11 +221,22 @@ arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, g
 gboolean
 arena_runs_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error)
 {
-  g_autoptr (GPtrArray) parts = g_ptr_array_new ();
+  g_autoptr (GPtrArray) parts = NULL;
   guint64 end = addr + size;
   Range *first, *last;
   guint held;
 
+  /* within one range (nearly every placement of a repeating step): taken out of it in place, its
+   * settled bytes held first (arena_heap_take_at(); the tables touched once, not the range
+   * unlinked and what is left of it inserted again: 3,600 instructions a placement before) */
+  if (end <= from->addr + from->size)
+    {
+      if (from->tag == NULL && !arena_span_hold (self, addr, size, error))
+        return FALSE;
+      arena_heap_take_at (self, from, addr, size);
+      return TRUE;
+    }
+  parts = g_ptr_array_new ();
   for (Range *r = from; r != NULL && r->addr < end; r = r->after)
     g_ptr_array_add (parts, r);
   for (held = 0; held < parts->len; held++)
