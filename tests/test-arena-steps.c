@@ -962,8 +962,22 @@ test_phases (void)
  * repetition into @calls, the peak physical over the peak used into *@ratio. */
 #define WHOLE_REPS 6
 
+static void whole_trace_refused (const char *spec, guint threads, guint catchup, guint refuse_at,
+                                 long *calls, double *ratio, MemresResource **keep);
+
 static void
 whole_trace (const char *spec, guint threads, guint catchup, long *calls, double *ratio)
+{
+  whole_trace_refused (spec, threads, catchup, G_MAXUINT, calls, ratio, NULL);
+}
+
+/* whole_trace(), the next cuMemCreate refused (CUDA_ERROR_OUT_OF_MEMORY) at the start of
+ * repetition @refuse_at (G_MAXUINT: none), that repetition and the ones after it with the stream
+ * not held (the out-of-memory flush waits for the device, which a held stream keeps from
+ * finishing); the resource into *@keep when not NULL. */
+static void
+whole_trace_refused (const char *spec, guint threads, guint catchup, guint refuse_at, long *calls,
+                     double *ratio, MemresResource **keep)
 {
   const char *dir = g_getenv ("MEMRES_TRACES_DIR");
   g_autofree char *path = g_build_filename (dir, "resnet18.csv", NULL);
@@ -981,17 +995,22 @@ whole_trace (const char *spec, guint threads, guint catchup, long *calls, double
   bufs = g_new0 (MemresBuffer *, t.ops->len);
   for (guint rep = 0; rep < WHOLE_REPS; rep++)
     {
-      MtStreamHold *hold = mt_stream_hold (NULL);
+      MtStreamHold *hold = rep < refuse_at ? mt_stream_hold (NULL) : NULL;
       long c0[N_ENTRIES], c1[N_ENTRIES];
       guint n;
 
+      if (rep == refuse_at)
+        mt_fake_fail_call ("cuMemCreate", 1, CUDA_ERROR_OUT_OF_MEMORY);
       counts_now (c0);
       for (guint i = 0; i < t.ops->len; i += n)
         {
           n = catchup == CATCHUP_RANDOM ? (guint) g_rand_int_range (rng, 1, 65) : t.ops->len;
           replay_ops (&t, i, MIN (t.ops->len, i + n), mr, NULL, bufs);
-          mt_stream_release (hold);
-          hold = mt_stream_hold (NULL);
+          if (hold != NULL)
+            {
+              mt_stream_release (hold);
+              hold = mt_stream_hold (NULL);
+            }
         }
       for (guint i = 0; i < t.ops->len; i++)
         if (bufs[i] != NULL)
@@ -1000,7 +1019,8 @@ whole_trace (const char *spec, guint threads, guint catchup, long *calls, double
             bufs[i] = NULL;
           }
       counts_now (c1);
-      mt_stream_release (hold);
+      if (hold != NULL)
+        mt_stream_release (hold);
       mt_sync_ok (NULL);
       calls[rep] = 0;
       for (guint e = CREATE; e <= ACCESS; e++)
@@ -1008,6 +1028,8 @@ whole_trace (const char *spec, guint threads, guint catchup, long *calls, double
     }
   st = stats_ok (mr);
   *ratio = (double) st.reserved_high / st.used_high;
+  if (keep != NULL)
+    *keep = g_steal_pointer (&mr);
   g_array_unref (t.ops);
   g_array_unref (t.starts);
   if (threads == 2)
@@ -1051,6 +1073,35 @@ test_whole_trace (void)
   mt_hazard_end ();
 }
 
+/* The remap headroom gives way when the driver refuses memory (arena-headroom.c): the whole
+ * trace repeated as in test_whole_trace(), the first repetition with the device held (103
+ * refaults over the run: the headroom grows), and the first cuMemCreate of the second refused.
+ * The allocation that met it flushes (counter oom_flushes), the headroom goes to 0 and idle
+ * granules are moved instead: every allocation succeeds (245 memory calls in that repetition),
+ * and the repetitions after it make none. */
+static void
+test_headroom_refused (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  long calls[WHOLE_REPS], failed = mt_fake_failed_call_count ();
+  double ratio;
+
+  if (!mt_require_fake ("the fake refuses the call") || !mt_hazard_begin ())
+    return;
+  whole_trace_refused ("arena:place=stable", 1, 0, 1, calls, &ratio, &mr);
+  g_test_message (
+      "memory calls per repetition: %ld %ld %ld %ld %ld %ld; oom flushes %" G_GUINT64_FORMAT
+      ", refaults %" G_GUINT64_FORMAT,
+      calls[0], calls[1], calls[2], calls[3], calls[4], calls[5], counter (mr, "oom_flushes"),
+      counter (mr, "granules_refaulted"));
+  g_assert_cmpint (mt_fake_failed_call_count () - failed, ==, 1);
+  g_assert_cmpuint (counter (mr, "oom_flushes"), ==, 1);
+  g_assert_cmpuint (counter (mr, "granules_refaulted"), >, 0);
+  for (guint rep = 4; rep < WHOLE_REPS; rep++)
+    g_assert_cmpint (calls[rep], ==, 0);
+  mt_hazard_end ();
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1068,5 +1119,6 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/steps/empty-del", test_empty_del);
   g_test_add_func ("/arena/steps/phases", test_phases);
   g_test_add_func ("/arena/steps/whole-trace", test_whole_trace);
+  g_test_add_func ("/arena/steps/headroom-refused", test_headroom_refused);
   return g_test_run ();
 }
