@@ -96,10 +96,10 @@ capture (const MemresLiveAllocation *a, gpointer data)
   return FALSE;
 }
 
-/* A real stack, innermost first: this test's callback, libmemres's
- * memres_track_foreach_live(), then this test again: the caller's part starts past libmemres's
- * outermost frame, on this test's code, as track's first_caller_frame() and the snapshot's
- * dladdr() loop found it. */
+/* A real stack, innermost first: this test's callback (under ASan, after its interceptor of
+ * backtrace()), libmemres's memres_track_foreach_live(), then this test again: the caller's part
+ * starts past libmemres's outermost frame, on this test's code, as track's first_caller_frame() and
+ * the snapshot's dladdr() loop found it. */
 static void
 test_frames_return_address (void)
 {
@@ -111,6 +111,7 @@ test_frames_return_address (void)
   MemresFrames frames;
   Captured c = { { 0 }, 0 };
   guint first, first_dladdr = 0, n_memres = 0;
+  gboolean callback_seen = FALSE;
 
   g_assert_no_error (error);
   buf = memres_resource_allocate (mr, 256, NULL, &error);
@@ -119,9 +120,6 @@ test_frames_return_address (void)
   g_assert_no_error (error);
   g_assert_cmpuint (c.n, >=, 3);
   frames_of_libmemres (&frames);
-  /* the callback's own frame is this program's */
-  g_assert_true (object_of (c.pcs[0]) == self);
-  g_assert_false (contain_as_dladdr (&frames, c.pcs[0], memres));
   for (guint i = 0; i < c.n; i++)
     if (contain_as_dladdr (&frames, c.pcs[i], memres))
       {
@@ -136,6 +134,11 @@ test_frames_return_address (void)
   g_assert_true (memres_frames_contain (&frames, c.pcs[first - 1]));
   g_assert_false (memres_frames_contain (&frames, c.pcs[first]));
   g_assert_true (object_of (c.pcs[first]) == self); /* this test, which called libmemres */
+  /* and below libmemres's frames, the callback's own, this program's (the innermost one, or
+   * after a sanitizer's interceptor of backtrace()) */
+  for (guint i = 0; i + 1 < first && !callback_seen; i++)
+    callback_seen = object_of (c.pcs[i]) == self && !memres_frames_contain (&frames, c.pcs[i]);
+  g_assert_true (callback_seen);
   g_assert_true (memres_buffer_close (buf, NULL, &error));
   g_assert_no_error (error);
 }
