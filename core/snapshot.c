@@ -8,15 +8,14 @@
  * free block, the fragmentation index), the blocks' call stacks symbolized (each distinct frame
  * and stack once) and the text. No lock is held across two layers: an allocation waits at most
  * for one layer's copy. The core names no kind. */
-#define _GNU_SOURCE /* dladdr */
 #include "memres-private.h"
 
-#include <dlfcn.h>
 #include <execinfo.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ipc/ipc.h"
+#include "../sdk/frames.h"
 #include "../sdk/json-writer.h"
 
 /* The version of the document's layout (its "memres_snapshot" member): incremented when a
@@ -351,30 +350,13 @@ layer_read (Layer *l, MemresResource *mr)
  * memres view's page holds a log's. */
 typedef struct
 {
-  GPtrArray *frames;     /* char* (owned), the symbolized text */
-  GPtrArray *stacks;     /* GArray of guint (owned): the frames' indexes */
-  GHashTable *frame_of;  /* a kept return address -> its index in frames + 1 */
-  GHashTable *stack_of;  /* "I,J,..." (owned) -> its index in stacks + 1 */
-  GHashTable *in_memres; /* a return address -> 1 in libmemres, 2 not */
-  gpointer memres_base;  /* where libmemres is loaded (dladdr()'s dli_fbase) */
-  GArray *pending;       /* gpointer: the return addresses of frames not yet symbolized */
+  GPtrArray *frames;    /* char* (owned), the symbolized text */
+  GPtrArray *stacks;    /* GArray of guint (owned): the frames' indexes */
+  GHashTable *frame_of; /* a kept return address -> its index in frames + 1 */
+  GHashTable *stack_of; /* "I,J,..." (owned) -> its index in stacks + 1 */
+  MemresFrames memres;  /* libmemres's code, whose frames are cut (sdk/frames.h) */
+  GArray *pending;      /* gpointer: the return addresses of frames not yet symbolized */
 } Stacks;
-
-/* Whether @pc is in libmemres (cached by address: dladdr() costs a search of the objects). */
-static gboolean
-stacks_in_memres (Stacks *st, gpointer pc)
-{
-  gpointer known = g_hash_table_lookup (st->in_memres, pc);
-  gboolean in;
-  Dl_info info;
-
-  if (known != NULL)
-    return GPOINTER_TO_UINT (known) == 1;
-  in = st->memres_base != NULL && dladdr (pc, &info) != 0 && info.dli_fbase == st->memres_base;
-  known = GUINT_TO_POINTER (in ? 1 : 2);
-  g_hash_table_insert (st->in_memres, pc, known);
-  return GPOINTER_TO_UINT (known) == 1;
-}
 
 static gint
 stacks_add (Stacks *st, gpointer const *pcs, guint n)
@@ -382,11 +364,8 @@ stacks_add (Stacks *st, gpointer const *pcs, guint n)
   g_autoptr (GString) key = g_string_new (NULL);
   GArray *frames;
   gpointer found;
-  guint first = 0;
+  guint first = memres_frames_first_caller (&st->memres, pcs, n);
 
-  for (guint i = 0; i < n; i++)
-    if (stacks_in_memres (st, pcs[i]))
-      first = i + 1;
   if (first == n)
     return -1;
   frames = g_array_sized_new (FALSE, FALSE, sizeof (guint), n - first);
@@ -441,16 +420,14 @@ find_used_block (Layer *l, guint64 address)
 static void
 stacks_resolve (Stacks *st, Layer *layers, guint n)
 {
+  const gconstpointer anchor = (gconstpointer) memres_resource_snapshot;
   char **symbols;
-  Dl_info self;
 
-  st->memres_base
-      = dladdr ((gpointer) memres_resource_snapshot, &self) != 0 ? self.dli_fbase : NULL;
+  memres_frames_init (&st->memres, &anchor, 1);
   st->frames = g_ptr_array_new_with_free_func (g_free);
   st->stacks = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   st->frame_of = g_hash_table_new (g_direct_hash, g_direct_equal);
   st->stack_of = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  st->in_memres = g_hash_table_new (g_direct_hash, g_direct_equal);
   st->pending = g_array_new (FALSE, FALSE, sizeof (gpointer));
   for (guint i = 0; i < n; i++)
     for (guint j = 0; j < layers[i].l.stack_refs->len; j++)
@@ -480,7 +457,6 @@ stacks_clear (Stacks *st)
   g_ptr_array_unref (st->stacks);
   g_hash_table_unref (st->frame_of);
   g_hash_table_unref (st->stack_of);
-  g_hash_table_unref (st->in_memres);
   g_array_unref (st->pending);
 }
 

@@ -2,8 +2,8 @@
  * arena-heap.c, arena-runs.c) checked against each other after random operations, against the
  * fake driver (suite fake): large and small buffers allocated, resized and closed on two
  * streams, either of them held at times (its frees stay tagged, beside settled ranges: runs),
- * settled by trims. After every few operations the counter heap_errors (with MEMRES_ARENA_CHECK
- * set; arena_heap_check(): every free range in the tables by start and by end, the best-fit tree,
+ * settled by trims. After every few operations the counter heap_errors (the option check=true;
+ * arena_heap_check(): every free range in the tables by start and by end, the best-fit tree,
  * its neighbour links and, exactly when a neighbour joins it in a run, the run index) must be 0. */
 #include "testutil.h"
 
@@ -138,11 +138,12 @@ int
 main (int argc, char **argv)
 {
   g_setenv ("FAKECUDA_DEVICE_MEMORY", "1GiB", FALSE);
-  g_setenv ("MEMRES_ARENA_CHECK", "1", TRUE); /* the counter heap_errors (docs/arena.md) */
   mt_init (&argc, &argv);
 
-  g_test_add_data_func ("/arena/heap/random", "arena", test_heap_random);
-  g_test_add_data_func ("/arena/heap/random-park", "arena:park=true", test_heap_random);
-  g_test_add_data_func ("/arena/heap/random-eager", "arena:settle=eager", test_heap_random);
+  /* check=true: the counter heap_errors (docs/arena.md) */
+  g_test_add_data_func ("/arena/heap/random", "arena:check=true", test_heap_random);
+  g_test_add_data_func ("/arena/heap/random-park", "arena:park=true,check=true", test_heap_random);
+  g_test_add_data_func ("/arena/heap/random-eager", "arena:settle=eager,check=true",
+                        test_heap_random);
   return g_test_run ();
 }

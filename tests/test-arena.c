@@ -94,6 +94,28 @@ test_bad_options (void)
   mt_new_fails ("arena:front=17", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "front");
   mt_new_fails ("arena:settle=sometimes", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "settle");
   mt_new_fails ("arena:place=somewhere", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "place");
+  mt_new_fails ("arena:check=maybe", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "check");
+  mt_new_fails ("arena:check=", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "check");
+  mt_new_fails ("arena:check=2", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "check");
+  {
+    /* check=true: the counter heap_errors, 0 on a sound heap; by default, no such counter */
+    const char *unchecked[] = { "arena", "arena:check=false" };
+    g_autoptr (MemresResource) checked = mt_new_ok ("arena:check=true");
+    MemresBuffer *buf = mt_alloc_ok (checked, 3 * MiB, NULL);
+
+    mt_close_ok (buf, NULL); /* a free range for the check to walk */
+    g_assert_cmpuint (counter (checked, "heap_errors"), ==, 0);
+    for (guint i = 0; i < G_N_ELEMENTS (unchecked); i++)
+      {
+        g_autoptr (MemresResource) mr = mt_new_ok (unchecked[i]);
+        g_autoptr (GError) error = NULL;
+        g_autoptr (GVariant) counters = memres_resource_get_counters (mr, &error);
+
+        g_assert_no_error (error);
+        g_assert_true (g_variant_lookup (counters, "physical", "t", NULL));
+        g_assert_false (g_variant_lookup (counters, "heap_errors", "t", NULL));
+      }
+  }
   if (mt_driver_is_fake ())
     {
       mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0);
@@ -1248,12 +1270,15 @@ memory_begin (const MtReservation *res)
   return FALSE;
 }
 
-/* The arena of @res (testutil.h: the default reservation, or a card's), its reservation
- * checked; by default twice the device's memory (on the fake 256 MiB, see main()). */
+/* The arena of @res (testutil.h: the default reservation, or a card's) with check=true (the
+ * counter heap_errors, docs/arena.md), its reservation checked; by default twice the device's
+ * memory (on the fake 256 MiB, see main()). */
 static MemresResource *
 memory_arena_new (const MtReservation *res)
 {
-  MemresResource *mr = mt_new_ok (res->spec);
+  g_autofree char *spec
+      = g_strconcat (res->spec, strchr (res->spec, ':') != NULL ? "," : ":", "check=true", NULL);
+  MemresResource *mr = mt_new_ok (spec);
   size_t total = 0;
 
   if (res->bytes != 0)
@@ -1591,8 +1616,6 @@ main (int argc, char **argv)
   /* a small fake device, so that the out-of-memory test fills it quickly (read at cuInit); the
    * memory figures are asserted at the reservations of real cards too (mt_reservations) */
   g_setenv ("FAKECUDA_DEVICE_MEMORY", "256MiB", FALSE);
-  /* the counter heap_errors, read by the memory cases (docs/arena.md) */
-  g_setenv ("MEMRES_ARENA_CHECK", "1", TRUE);
   mt_init (&argc, &argv);
   mt_log_capture_init ();
 

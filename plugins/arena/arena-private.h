@@ -230,7 +230,7 @@ typedef struct
   guint64 export_min;  /* with it: large requests of at least this get memory of their own */
   CUmemAllocationProp own_prop; /* prop with the handle type of exportable buffers */
   gboolean eager_settle;        /* settle=eager (arena-heap.c extent_place()) */
-  gboolean heap_check;          /* MEMRES_ARENA_CHECK set at init: the counters add heap_errors */
+  gboolean heap_check;          /* check=true: the counters add heap_errors */
   gboolean stable_place;        /* place=stable (arena-stable.c) */
 
   /* the reservations: the first at init, more when the address space runs out (under

@@ -18,7 +18,7 @@
  * placement the same (bench/RESULTS.md, h-bestfit).
  *
  * And arena_heap_check(): the heap's indexes checked against each other (the counter heap_errors
- * with MEMRES_ARENA_CHECK set, which tests/test-arena-heap.c reads after random operations). All
+ * with check=true, which tests/test-arena-heap.c reads after random operations). All
  * under parts.lock. */
 #include "arena-runs.h"
 
@@ -319,7 +319,7 @@ check_range (gpointer key, gpointer value, gpointer data)
  * neighbours and, exactly when one of them joins it in a run, in the run index; the counts of
  * those, and tagged_bytes, the sum of the tagged ranges. 0 unless the arena has a bug. A walk of
  * every free range (a few lookups each): for the tests, through the counter heap_errors
- * (MEMRES_ARENA_CHECK). Lock held. */
+ * (the option check=true). Lock held. */
 guint64
 arena_heap_check (Arena *self)
 {

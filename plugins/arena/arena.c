@@ -8,7 +8,7 @@
  * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
  *              front=N,front_bytes=SIZE,handle_type=none|posix_fd|fabric,
  *              fabric_fallback=fail|posix_fd,export_min=SIZE,settle=lazy|eager,place=fit|stable,
- *              park=BOOL]
+ *              park=BOOL,check=BOOL]
  *
  * At init, one range of address space is reserved (cuMemAddressReserve: `reserve` bytes, by
  * default twice the device's memory, halved until the driver grants it); more are reserved when
@@ -91,6 +91,11 @@ static const MemresOptionSpec arena_options[] = {
     "extent back without heap work or a driver call; every other placement flushes them into "
     "the heap first (docs/arena.md)",
     NULL, 0, 0 },
+  { "check", MEMRES_OPTION_BOOL, "false",
+    "for tests: the counters add heap_errors, the disagreements of a full check of the free "
+    "ranges' indexes, which walks every free range at each read of the counters (a snapshot "
+    "reads them too; docs/arena.md)",
+    NULL, 0, 0 },
 };
 
 static gboolean
@@ -116,6 +121,7 @@ arena_setup_options (Arena *self, const MemresOptions *options, GError **error)
   self->chunk_size = (gsize) chunk;
   self->release_threshold = memres_options_get_size (options, "release_threshold");
   self->park = memres_options_get_bool (options, "park");
+  self->heap_check = memres_options_get_bool (options, "check");
   self->exportable = g_strcmp0 (memres_options_get_string (options, "handle_type"), "none") != 0;
   self->export_min = memres_options_get_size (options, "export_min");
   self->eager_settle = g_strcmp0 (memres_options_get_string (options, "settle"), "eager") == 0;
@@ -228,9 +234,6 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   gint vmm = 0;
 
   self->mr = mr;
-  /* for the tests: arena_heap_check() walks every free range at each read of the counters,
-   * which a snapshot and bench/interop.py's steps make (docs/arena.md) */
-  self->heap_check = g_getenv ("MEMRES_ARENA_CHECK") != NULL;
   if ((self->drv = memres_cuda_get_driver (error)) == NULL
       || !memres_cuda_check_device ((gint) device, error))
     return FALSE;

@@ -1,17 +1,17 @@
 /* memres - CUDA memory resources
  * log-backtrace.c: the `log` adaptor's Backtrace column (`backtrace=true`): the call stack of
  * the allocation a line is for, captured with glibc's backtrace(), memres's own frames left out
- * (every frame up to the outermost one in libmemres or in this plugin: the stack starts at the
- * caller of memres_resource_allocate()), at most LOG_BACKTRACE_FRAMES frames, each symbolized as
- * glibc's backtrace_symbols() writes it ("object(function+0xoffset) [0xaddress]") and cut at
- * LOG_FRAME_MAX bytes; innermost first, separated by ';', with '%', ',', ';', '"' and the control
- * bytes of a frame written %XX (two upper-case hex digits), so that the field holds no comma nor
- * quote (a CSV reader takes it as it is: RFC 4180 quotes only the Tag) and
- * a reader splits it at every ';' (tools/log-csv.c reads it back). A frame's text is kept by
- * its address, process-wide, once symbolized (backtrace_symbols() looks each frame's symbol up
- * in its object's table: most of the cost), up to CACHE_MAX frames; the table is emptied when an
- * object was unloaded since it was filled (dl_iterate_phdr()'s count of unloads), so that no
- * text outlives its object. */
+ * (every frame up to the outermost one in libmemres or in this plugin, sdk/frames.h: the stack
+ * starts at the caller of memres_resource_allocate()), at most LOG_BACKTRACE_FRAMES frames, each
+ * symbolized as glibc's backtrace_symbols() writes it ("object(function+0xoffset) [0xaddress]") and
+ * cut at LOG_FRAME_MAX bytes; innermost first, separated by ';', with '%', ',', ';', '"' and the
+ * control bytes of a frame written %XX (two upper-case hex digits), so that the field holds no
+ * comma nor quote (a CSV reader takes it as it is: RFC 4180 quotes only the Tag) and a reader
+ * splits it at every ';' (tools/log-csv.c reads it back). A frame's text is kept by its address,
+ * process-wide, once symbolized (backtrace_symbols() looks each frame's symbol up in its object's
+ * table: most of the cost), up to CACHE_MAX frames; the table is emptied when an object was
+ * unloaded since it was filled (dl_iterate_phdr()'s count of unloads), so that no text outlives its
+ * object. */
 #define _GNU_SOURCE /* dl_iterate_phdr */
 #include "log-backtrace.h"
 
@@ -20,70 +20,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../sdk/frames.h"
+
 /* frames captured: memres's own (a stack of adaptors: a few each) and the caller's */
 #define CAPTURE_MAX 64
-#define RANGES_MAX  16
 #define CACHE_MAX   65536
 
-typedef struct
+/* the code of libmemres and of this plugin, found once */
+static const MemresFrames *
+own_frames (void)
 {
-  guintptr start, end;
-} Range;
-
-/* the executable segments of libmemres and of this plugin, found once */
-static Range ranges[RANGES_MAX];
-static guint n_ranges;
-
-typedef struct
-{
-  guintptr anchors[2];
-} Anchors;
-
-static int
-on_object (struct dl_phdr_info *info, size_t size, void *data)
-{
-  const Anchors *a = data;
-
-  for (int i = 0; i < info->dlpi_phnum; i++)
-    {
-      const ElfW (Phdr) *ph = &info->dlpi_phdr[i];
-      guintptr start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
-      gboolean mine = FALSE;
-
-      if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-        continue;
-      for (guint k = 0; k < G_N_ELEMENTS (a->anchors); k++)
-        mine = mine || (a->anchors[k] >= start && a->anchors[k] < end);
-      if (mine && n_ranges < RANGES_MAX)
-        ranges[n_ranges++] = (Range){ start, end };
-    }
-  return 0;
-}
-
-static void
-find_ranges (void)
-{
+  static MemresFrames frames;
   static gsize once = 0;
 
   if (g_once_init_enter (&once))
     {
       /* a function of libmemres and one of this plugin: the objects they are in */
-      Anchors a = { { (guintptr) memres_upstream_allocate, (guintptr) _log_backtrace } };
+      const gconstpointer anchors[]
+          = { (gconstpointer) memres_upstream_allocate, (gconstpointer) _log_backtrace };
 
-      dl_iterate_phdr (on_object, &a);
+      memres_frames_init (&frames, anchors, G_N_ELEMENTS (anchors));
       g_once_init_leave (&once, 1);
     }
-}
-
-static gboolean
-is_memres (gpointer frame)
-{
-  guintptr pc = (guintptr) frame;
-
-  for (guint i = 0; i < n_ranges; i++)
-    if (pc >= ranges[i].start && pc < ranges[i].end)
-      return TRUE;
-  return FALSE;
+  return &frames;
 }
 
 static void
@@ -138,17 +97,14 @@ char *
 _log_backtrace (void)
 {
   gpointer frames[CAPTURE_MAX];
-  int n = backtrace (frames, CAPTURE_MAX), first = 0;
+  int n = backtrace (frames, CAPTURE_MAX), first;
   unsigned long long unloads = 0;
   char **symbols;
   GString *out;
   GHashTable *table;
   int i;
 
-  find_ranges ();
-  for (i = 0; i < n; i++)
-    if (is_memres (frames[i]))
-      first = i + 1;
+  first = (int) memres_frames_first_caller (own_frames (), frames, (guint) MAX (n, 0));
   n = MIN (n - first, LOG_BACKTRACE_FRAMES);
   if (n <= 0)
     return g_strdup ("");

@@ -8,14 +8,14 @@
  * listed. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS); the
  * records are kept by address in a hash table under a mutex, each numbered in the order it was
  * made. Embedded in libmemres for its C API. */
-#define _GNU_SOURCE /* dladdr */
 #include <memres/memres-plugin.h>
 
-#include <dlfcn.h>
 #include <execinfo.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "../../sdk/frames.h"
 
 #define TRACK_MAX_FRAMES 32
 
@@ -256,22 +256,18 @@ compare_seq (gconstpointer a, gconstpointer b)
 static guint
 first_caller_frame (gpointer const *frames, guint n)
 {
-  static gpointer memres_base;
+  static MemresFrames memres; /* libmemres's code (sdk/frames.h), found once */
   static gsize once;
-  guint first = 0;
-  Dl_info info;
+  guint first;
 
   if (g_once_init_enter (&once))
     {
-      memres_base
-          = dladdr ((gpointer) memres_track_foreach_live, &info) != 0 ? info.dli_fbase : NULL;
+      const gconstpointer anchor = (gconstpointer) memres_track_foreach_live;
+
+      memres_frames_init (&memres, &anchor, 1);
       g_once_init_leave (&once, 1);
     }
-  if (memres_base == NULL)
-    return 0;
-  for (guint i = 0; i < n; i++)
-    if (dladdr (frames[i], &info) != 0 && info.dli_fbase == memres_base)
-      first = i + 1;
+  first = memres_frames_first_caller (&memres, frames, n);
   return first < n ? first : 0;
 }
 
