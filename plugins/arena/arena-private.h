@@ -508,6 +508,19 @@ void arena_runs_init (Arena *self);
 void arena_runs_index (Arena *self, Range *r, gboolean in);
 void arena_runs_grow (Arena *self);
 typedef void (*ArenaRunFunc) (Arena *self, Range *first, Range *last, gpointer data);
+/* The best window found so far by a walk of runs (arena_runs_best_fit(), arena-stable.c's
+ * stable_fit()): for a request of @size bytes serving tag @owner (@slab: a slab's), at @at in
+ * the run of length @best_run (as the walk counts it), @unbacked granules to back, its first
+ * byte in @from; @best_front: the window starts the run in the stream's own free bytes. */
+typedef struct
+{
+  guint64 size;
+  guint owner;
+  gboolean slab, found, best_front;
+  guint64 best_run, at;
+  guint unbacked;
+  Range *from;
+} ArenaRunChoice;
 void arena_runs_foreach (Arena *self, MemresStream tag, ArenaRunFunc fn, gpointer data);
 Range *arena_runs_range_of (Range *first, guint64 at);
 gboolean arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner,

@@ -144,20 +144,10 @@ arena_runs_range_of (Range *first, guint64 at)
   return f;
 }
 
-typedef struct
-{
-  guint64 size;
-  guint owner;
-  gboolean found, best_front;
-  guint64 best_run, addr;
-  guint unbacked;
-  Range *from;
-} RunFit;
-
 static void
 run_fit_consider (Arena *self, Range *left, Range *right, gpointer data)
 {
-  RunFit *b = data;
+  ArenaRunChoice *b = data;
   guint64 run = right->addr + right->size - left->addr;
 
   if (run < b->size)
@@ -177,7 +167,7 @@ run_fit_consider (Arena *self, Range *left, Range *right, gpointer data)
               && (front > b->best_front || (front == b->best_front && run < b->best_run))))
         {
           b->found = TRUE;
-          b->addr = at;
+          b->at = at;
           b->from = arena_runs_range_of (left, at);
           b->unbacked = u;
           b->best_front = front;
@@ -202,12 +192,12 @@ gboolean
 arena_runs_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, guint64 *addr,
                      Range **from, guint *unbacked)
 {
-  RunFit b = { size, owner, FALSE, FALSE, G_MAXUINT64, 0, 0, NULL };
+  ArenaRunChoice b = { size, owner, FALSE, FALSE, FALSE, G_MAXUINT64, 0, 0, NULL };
 
   arena_runs_foreach (self, tag, run_fit_consider, &b);
   if (b.found)
     {
-      *addr = b.addr;
+      *addr = b.at;
       *from = b.from;
       *unbacked = b.unbacked;
     }

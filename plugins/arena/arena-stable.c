@@ -42,18 +42,6 @@ stable_length (const Arena *self, guint64 run, guint64 size)
   return MIN (run, MAX (self->stable_high, size));
 }
 
-/* The best window so far (stable_consider()). */
-typedef struct
-{
-  guint64 size;
-  gboolean slab;
-  guint owner;
-  gboolean found;
-  guint64 best_run, at;
-  guint unbacked;
-  Range *from;
-} StableFit;
-
 /* The run [first, last] (one range or several) as a candidate for @data's request: a slab at
  * its top end, taken when higher than the best; a large request at either end, taken when the
  * run is tighter (its length as stable_length() counts it), or as tight with fewer granules to
@@ -62,7 +50,7 @@ typedef struct
 static void
 stable_consider (Arena *self, Range *first, Range *last, gpointer data)
 {
-  StableFit *b = data;
+  ArenaRunChoice *b = data;
   guint64 lo = first->addr, hi = last->addr + last->size, run;
 
   if (hi - lo < b->size)
@@ -113,7 +101,7 @@ static gboolean
 stable_fit (Arena *self, MemresStream tag, guint64 size, gboolean slab, guint owner, guint64 *addr,
             Range **from, guint *unbacked)
 {
-  StableFit b = { size, slab, owner, FALSE, G_MAXUINT64, 0, 0, NULL };
+  ArenaRunChoice b = { size, owner, slab, FALSE, FALSE, G_MAXUINT64, 0, 0, NULL };
 
   arena_runs_foreach (self, tag, stable_consider, &b);
   for (guint pass = 0; pass < 2; pass++)
