@@ -1,8 +1,8 @@
 /* arena-check.h: what the tests of the `arena` kind share (test-arena.c, test-arena-heap.c,
- * test-arena-segments.c, test-arena-space.c, test-arena-streams.c): its counters, its statistics
- * checked for consistency, trim, its granularity, its snapshot's blocks added up, the set-up of
- * the stream hazard cases (ArenaStreams). Static functions: each test program includes it once,
- * after testutil.h. */
+ * test-arena-segments.c, test-arena-space.c, test-arena-streams.c, test-arena-stable.c): its
+ * counters, its statistics checked for consistency, trim, its granularity, its snapshot's blocks
+ * added up, the set-up of the stream hazard cases (ArenaStreams). Static functions: each test
+ * program includes it once, after testutil.h. */
 #pragma once
 
 static inline guint64
@@ -135,9 +135,9 @@ typedef struct
 } ArenaStreams;
 
 /* FALSE when the case cannot run (skipped: mt_hazard_begin()); @legacy: @a is the legacy
- * stream. */
+ * stream; the arena of @spec (an `arena` spec, such as "arena:place=stable"). */
 static inline gboolean
-arena_streams_begin (ArenaStreams *t, gboolean legacy)
+arena_streams_begin_spec (ArenaStreams *t, gboolean legacy, const char *spec)
 {
   *t = (ArenaStreams){ 0 };
   if (!mt_hazard_begin ())
@@ -147,8 +147,15 @@ arena_streams_begin (ArenaStreams *t, gboolean legacy)
     mt_counts_snapshot (&t->base);
   t->a = legacy ? NULL : mt_stream_new_on (0);
   t->b = mt_stream_new_on (0);
-  t->mr = mt_new_ok ("arena");
+  t->mr = mt_new_ok (spec);
   return TRUE;
+}
+
+/* arena_streams_begin_spec() of plain "arena". */
+static inline gboolean
+arena_streams_begin (ArenaStreams *t, gboolean legacy)
+{
+  return arena_streams_begin_spec (t, legacy, "arena");
 }
 
 /* A @size buffer allocated on @a (its address in @at), @a held, the buffer filled with 0xaa and

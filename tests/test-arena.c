@@ -8,6 +8,7 @@
 
 #include "arena-check.h"
 #include "segment-check.h"
+#include "arena-sweep.h"
 
 #define KiB ((gsize) 1024)
 #define MiB (1024 * KiB)
@@ -159,15 +160,6 @@ test_settle_eager (void)
 /* ---- granules moved, not created ------------------------------------------------------------- */
 
 /* a (2 granules) | b (1) | c (1), laid out from the start of the range; a and c closed. */
-typedef struct
-{
-  MemresResource *mr;
-  MemresBuffer *bufs[8];
-  guint n;
-  guint64 addr_c;
-  CUstream stream; /* setup_live()'s, for op_close() */
-} Ctx;
-
 static void
 setup_holes (Ctx *c)
 {
@@ -197,18 +189,6 @@ op_alloc_three (Ctx *c, GError **error)
     return FALSE;
   c->bufs[c->n++] = d;
   return TRUE;
-}
-
-static void
-ctx_teardown (Ctx *c)
-{
-  for (guint i = 0; i < c->n; i++)
-    if (c->bufs[i] != NULL)
-      mt_close_ok (c->bufs[i], NULL);
-  g_clear_pointer (&c->mr, memres_resource_unref);
-  if (c->stream != NULL)
-    mt_stream_free (c->stream);
-  memset (c, 0, sizeof *c);
 }
 
 /* The two granules a freed back d, placed where c was (one granule of its own there), with no
@@ -305,81 +285,6 @@ test_trim_keeps (void)
 }
 
 /* ---- the fault sweep ------------------------------------------------------------------------- */
-
-typedef void (*SetupFn) (Ctx *c);
-typedef gboolean (*OpFn) (Ctx *c, GError **error);
-
-/* The arena, the driver and the segment index agree: each granule one handle, one mapping and
- * one segment, and a mapping and a segment more for each old address of lent memory not
- * unmapped yet (a failed settle leaves ranges tagged, whose granules an allocation on their
- * stream may be lent); one reservation. */
-static void
-assert_consistent (Ctx *c, const FakeCudaCounts *base)
-{
-  FakeCudaCounts now;
-  gint64 handles, pending = (gint64) counter (c->mr, "lent_pending");
-
-  mt_counts_snapshot (&now);
-  handles = now.physical_handles - base->physical_handles;
-  g_assert_cmpint (now.mappings - base->mappings, ==, handles + pending);
-  g_assert_cmpint (count_segments (c->mr), ==, handles + pending);
-  g_assert_cmpint (now.reservations - base->reservations, ==, counter (c->mr, "reservations"));
-  g_assert_cmpuint (stats_ok (c->mr).reserved_current, ==, (guint64) handles * gran (c->mr));
-}
-
-/* Runs @op once to record its driver calls, then once per call with that call failing: the op
- * fails with an error or succeeds, the arena and the driver agree, the arena still serves, and
- * once everything is closed and the arena gone, nothing is left. */
-static void
-run_sweep (const char *what, SetupFn setup, OpFn op, guint min_calls)
-{
-  FakeCudaCounts base;
-  GError *error = NULL;
-  const char **names = NULL;
-  g_auto (GStrv) calls = NULL;
-  Ctx c = { 0 };
-  gint n;
-
-  if (!mt_require_devices (1) || !mt_require_fake ("fault injection needs the fake driver"))
-    return;
-  mt_counts_snapshot (&base);
-  setup (&c);
-  mt_fake_trace_begin ();
-  MT_CHECK (op (&c, &error));
-  n = mt_fake_trace_end (&names);
-  calls = g_new0 (char *, n + 1);
-  for (gint i = 0; i < n; i++)
-    calls[i] = g_strdup (names[i]);
-  g_test_message ("%s: %d calls", what, n);
-  g_assert_cmpint (n, >=, (gint) min_calls);
-  ctx_teardown (&c);
-  mt_assert_fake_counts_equal (&base);
-  for (gint i = 0; i < n; i++)
-    {
-      gint nth = mt_call_ordinal (calls, i);
-      gboolean ok;
-      MemresBuffer *extra;
-
-      setup (&c);
-      mt_fake_fail_call (calls[i], nth, CUDA_ERROR_UNKNOWN);
-      ok = op (&c, &error);
-      mt_fake_reset_faults ();
-      g_test_message ("%s, %s#%d failing: %s", what, calls[i], nth,
-                      ok ? "succeeded" : error->message);
-      if (!ok)
-        {
-          g_assert_nonnull (error);
-          g_clear_error (&error);
-        }
-      assert_consistent (&c, &base);
-      extra = mt_alloc_ok (c.mr, 3 * MiB, NULL);
-      mt_fill_byte_ok (extra, 0x77, NULL);
-      mt_assert_bytes (extra, 0x77, NULL);
-      mt_close_ok (extra, NULL);
-      ctx_teardown (&c);
-      mt_assert_fake_counts_equal (&base);
-    }
-}
 
 static void
 setup_empty (Ctx *c)
@@ -662,56 +567,10 @@ test_faults_trim (void)
   run_sweep ("arena trim", setup_idle, op_trim, 5);
 }
 
-/* Finalize cannot fail: each driver call failing in turn, the others still run, a warning says
- * what failed, and at most that granule and the reservation stay with the driver. */
 static void
 test_faults_finalize (void)
 {
-  const char **names = NULL;
-  g_auto (GStrv) calls = NULL;
-  Ctx c = { 0 };
-  gint n;
-
-  if (!mt_require_devices (1) || !mt_require_fake ("fault injection needs the fake driver"))
-    return;
-  setup_idle (&c);
-  mt_fake_trace_begin ();
-  g_clear_pointer (&c.mr, memres_resource_unref);
-  n = mt_fake_trace_end (&names);
-  ctx_teardown (&c);
-  calls = g_new0 (char *, n + 1);
-  for (gint i = 0; i < n; i++)
-    calls[i] = g_strdup (names[i]);
-  g_assert_cmpint (n, >=, 4);
-  for (gint i = 0; i < n; i++)
-    {
-      FakeCudaCounts base, now;
-      g_autofree char *warnings = NULL;
-      gint nth = mt_call_ordinal (calls, i);
-      guint criticals;
-
-      mt_counts_snapshot (&base);
-      setup_idle (&c);
-      mt_fake_fail_call (calls[i], nth, CUDA_ERROR_UNKNOWN);
-      mt_log_capture_begin ();
-      ctx_teardown (&c);
-      warnings = mt_log_capture_end (&criticals);
-      mt_fake_reset_faults ();
-      g_test_message ("finalize, %s#%d failing: %s", calls[i], nth, warnings);
-      g_assert_cmpuint (criticals, ==, 0);
-      mt_counts_snapshot (&now);
-      g_assert_cmpint (now.physical_handles - base.physical_handles, <=, 1);
-      g_assert_cmpint (now.mappings - base.mappings, <=, 1);
-      g_assert_cmpint (now.reservations - base.reservations, <=, 1);
-      g_assert_cmpint (now.streams - base.streams, <=, 1);
-      g_assert_cmpint (now.events, >=, base.events);
-      /* whatever stays with the driver is warned about (a refused cuEventDestroy excepted) */
-      if ((now.mappings != base.mappings || now.physical_handles != base.physical_handles
-           || now.reservations != base.reservations || now.streams != base.streams
-           || now.events != base.events)
-          && strcmp (calls[i], "cuEventDestroy") != 0)
-        g_assert_cmpstr (warnings, !=, "");
-    }
+  run_finalize_sweep (setup_idle);
 }
 
 /* ---- stream hazards (the fake's asynchronous mode; the real driver) -------------------------- */
