@@ -445,6 +445,54 @@ test_headroom_refused (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* The same refusal met by a resize: z (setup_headroom()) grown in place by one granule, which
+ * the headroom would create, every cuMemCreate refused (the device full): as an allocation does,
+ * the headroom goes back to 0 and x's idle granule is moved there; z keeps its address and
+ * bytes. */
+static void
+test_headroom_refused_resize (void)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  g_autofree guint8 *host = NULL;
+  Ctx c = { 0 };
+  gboolean ok;
+  gsize g;
+
+  if (!mt_require_devices (1) || !mt_require_fake ("fault injection needs the fake driver"))
+    return;
+  mt_counts_snapshot (&base);
+  setup_headroom (&c);
+  g = gran (c.mr);
+  host = g_malloc (3 * g / 2);
+  for (gint nth = 1; nth <= 8; nth++)
+    mt_fake_fail_call ("cuMemCreate", nth, CUDA_ERROR_OUT_OF_MEMORY);
+  ok = memres_buffer_resize (c.bufs[2], 5 * g / 2, c.stream, &error);
+  mt_fake_reset_faults ();
+  g_test_message ("resize: %s; created %" G_GUINT64_FORMAT ", remapped %" G_GUINT64_FORMAT
+                  ", headroom %" G_GUINT64_FORMAT ", idle %" G_GUINT64_FORMAT,
+                  ok ? "grown" : error->message, counter (c.mr, "granules_created"),
+                  counter (c.mr, "granules_remapped"), counter (c.mr, "headroom"),
+                  counter (c.mr, "physical_idle"));
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  g_assert_cmphex (memres_buffer_get_address (c.bufs[2]), ==, c.addr_c + 33 * g);
+  g_assert_cmpuint (counter (c.mr, "headroom"), ==, 0);
+  g_assert_cmpuint (counter (c.mr, "granules_created"), ==, 35);
+  g_assert_cmpuint (counter (c.mr, "granules_remapped"), ==, 65);
+  g_assert_cmpuint (counter (c.mr, "physical_idle"), ==, 0);
+  g_assert_cmpuint (stats_ok (c.mr).reserved_current, ==, 35 * g);
+  /* z's bytes before the resize, the other buffers' */
+  kept_byte[2] = 0;
+  g_assert_true (memres_buffer_read (c.bufs[2], 0, host, 3 * g / 2, c.stream, NULL));
+  mt_sync_ok (c.stream);
+  for (gsize i = 0; i < 3 * g / 2; i++)
+    g_assert_cmpuint (host[i], ==, 0x2a);
+  check_kept (&c, TRUE);
+  ctx_teardown (&c);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* ---- trim with a grown headroom -------------------------------------------------------------- */
 
 /* memres_resource_trim() keeps what it is asked to keep with a headroom grown (setup_idle(): 34
@@ -684,6 +732,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena-stable/faults/trim", test_faults_trim);
   g_test_add_func ("/arena-stable/faults/finalize", test_faults_finalize);
   g_test_add_func ("/arena-stable/headroom/refused", test_headroom_refused);
+  g_test_add_func ("/arena-stable/headroom/refused-resize", test_headroom_refused_resize);
   g_test_add_func ("/arena-stable/trim/headroom", test_trim_headroom);
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
