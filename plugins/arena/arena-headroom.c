@@ -69,3 +69,19 @@ arena_headroom_reset (Arena *self)
 {
   self->headroom = 0;
 }
+
+/* A placement outside the allocation path (a resize's, arena-resize.c) failed with *@local: when
+ * that is the driver refusing memory while the headroom let it create, the headroom goes to 0,
+ * *@local is cleared and TRUE says to try again (moving idle granules then, as the allocation's
+ * out-of-memory retry does); else FALSE, *@local kept. Without it, a resize within the headroom
+ * on a full device failed with idle granules left to move (/arena-stable/headroom/refused-resize).
+ */
+gboolean
+arena_headroom_refused (Arena *self, GError **local)
+{
+  if (self->headroom == 0 || !g_error_matches (*local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+    return FALSE;
+  g_clear_error (local);
+  arena_headroom_reset (self);
+  return TRUE;
+}

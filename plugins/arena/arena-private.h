@@ -414,6 +414,7 @@ void arena_headroom_note (Arena *self, guint g0, guint g1);
 gboolean arena_headroom_allows (const Arena *self, guint extra);
 void arena_headroom_held (Arena *self);
 void arena_headroom_reset (Arena *self);
+gboolean arena_headroom_refused (Arena *self, GError **local);
 
 /* arena-events.c */
 void arena_lines_init (Arena *self);

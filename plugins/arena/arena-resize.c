@@ -79,6 +79,8 @@ hold_span (Arena *self, guint64 addr, guint64 size, GError **error)
       if (local == NULL && self->want_unmap > 0
           && arena_unmap_idle (self, self->want_unmap, FALSE, &local))
         continue;
+      if (local != NULL && arena_headroom_refused (self, &local))
+        continue;
       if (local != NULL)
         g_propagate_error (error, local);
       ok = FALSE;
@@ -221,6 +223,8 @@ resize_large_in_place (Arena *self, MemresAllocation *alloc, gsize new_size, Mem
           }
         if (local == NULL && self->want_unmap > 0
             && arena_unmap_idle (self, self->want_unmap, FALSE, &local))
+          continue;
+        if (local != NULL && arena_headroom_refused (self, &local))
           continue;
         ok = FALSE;
         if (local != NULL)
