@@ -230,6 +230,70 @@ op_alloc_run (Ctx *c, GError **error)
   return TRUE;
 }
 
+/* 3 granules on the stream: the window at the top end of the run p + q (1 granule to back, the
+ * bottom one 2), the first granule of p left free */
+static gboolean
+op_alloc_run_top (Ctx *c, GError **error)
+{
+  if (!alloc_on_stream (c, 3 * gran (c->mr), error))
+    return FALSE;
+  g_assert_cmphex (memres_buffer_get_address (c->bufs[c->n - 1]), ==, c->addr_c + gran (c->mr));
+  return TRUE;
+}
+
+/* On c->stream: p (2 granules) | q (2) | r (2) | s (1, 0x53); p and r closed, settled and their
+ * granules given back, q closed: the run p + q + r, settled, tagged, settled (a failure backing
+ * r drops what p's part held). addr_c: p's address. */
+static void
+setup_run3 (Ctx *c)
+{
+  MemresBuffer *p, *q, *r;
+  gsize g;
+
+  setup_empty (c);
+  g = gran (c->mr);
+  p = mt_alloc_ok (c->mr, 2 * g, c->stream);
+  q = mt_alloc_ok (c->mr, 2 * g, c->stream);
+  r = mt_alloc_ok (c->mr, 2 * g, c->stream);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, g, c->stream);
+  fill_kept (c, 0, 0x53);
+  c->addr_c = memres_buffer_get_address (p);
+  mt_close_ok (p, c->stream);
+  mt_close_ok (r, c->stream);
+  mt_sync_ok (c->stream);
+  trim_ok (c->mr);
+  g_assert_cmpuint (stats_ok (c->mr).reserved_current, ==, 3 * g);
+  mt_close_ok (q, c->stream);
+}
+
+/* 6 granules on the stream: the run p + q + r */
+static gboolean
+op_alloc_run3 (Ctx *c, GError **error)
+{
+  if (!alloc_on_stream (c, 6 * gran (c->mr), error))
+    return FALSE;
+  g_assert_cmphex (memres_buffer_get_address (c->bufs[c->n - 1]), ==, c->addr_c);
+  return TRUE;
+}
+
+/* The first reservation (8 MiB) nearly full: the next large buffer on the stream needs another
+ * (its runs never reach across two) */
+static void
+setup_full (Ctx *c)
+{
+  memset (kept_byte, 0, sizeof kept_byte);
+  c->mr = mt_new_ok (STABLE ",reserve=8MiB");
+  c->stream = mt_stream_new_on (0);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 3 * gran (c->mr), c->stream);
+  fill_kept (c, 0, 0x46);
+}
+
+static gboolean
+op_alloc_grow (Ctx *c, GError **error)
+{
+  return alloc_on_stream (c, 2 * gran (c->mr) + 1000, error);
+}
+
 /* setup_refaulted(), then z (1.5 granules, 0x2a) after x: in the leftover idle granule of c and
  * one created (within the headroom: the peak in use 35), and x closed: its granule idle, 34 in
  * use, 35 mapped. The tightest window for another 1.5 granules is then right after z, with one
@@ -387,6 +451,12 @@ test_faults_allocate (void)
   run_sweep_checked ("stable allocate small", setup_empty, op_alloc_small, check_kept, 3);
   run_sweep_checked ("stable allocate across a settled and a tagged range", setup_run, op_alloc_run,
                      check_kept, 3);
+  run_sweep_checked ("stable allocate at the top of a settled and a tagged range", setup_run,
+                     op_alloc_run_top, check_kept, 3);
+  run_sweep_checked ("stable allocate across settled, tagged and settled ranges", setup_run3,
+                     op_alloc_run3, check_kept, 5);
+  run_sweep_checked ("stable allocate past the reservation", setup_full, op_alloc_grow, check_kept,
+                     8);
   run_sweep_checked ("stable allocate within the headroom", setup_headroom, op_alloc_headroom,
                      check_headroom, 3);
 }
