@@ -4,7 +4,8 @@
  * streams, either of them held at times (its frees stay tagged, beside settled ranges: runs),
  * settled by trims. After every few operations the counter heap_errors (the option check=true;
  * arena_heap_check(): every free range in the tables by start and by end, the best-fit tree,
- * its neighbour links and, exactly when a neighbour joins it in a run, the run index) must be 0. */
+ * its neighbour links and, exactly when a neighbour joins it in a run, the run index) must be 0;
+ * with place=stable too (its windows taken across runs by arena_runs_take()). */
 #include "testutil.h"
 
 #include "arena-check.h"
@@ -143,6 +144,8 @@ main (int argc, char **argv)
   /* check=true: the counter heap_errors (docs/arena.md) */
   g_test_add_data_func ("/arena/heap/random", "arena:check=true", test_heap_random);
   g_test_add_data_func ("/arena/heap/random-park", "arena:park=true,check=true", test_heap_random);
+  g_test_add_data_func ("/arena/heap/random-stable", "arena:place=stable,check=true",
+                        test_heap_random);
   g_test_add_data_func ("/arena/heap/random-eager", "arena:settle=eager,check=true",
                         test_heap_random);
   return g_test_run ();

@@ -672,6 +672,7 @@ test_hazard_run (void)
   g_assert_true (at_y + 4 * g <= at_q || at_y >= at_q + 2 * g);
   z = mt_alloc_ok (t.mr, 4 * g, t.a);
   g_assert_cmphex (memres_buffer_get_address (z), ==, at_p);
+  g_assert_cmpuint (counter (t.mr, "run_takes"), ==, 1); /* across p's range and q's */
   mt_fill_byte_ok (y, 0xbb, t.b);
   mt_fill_byte_ok (z, 0xcc, t.a);
   mt_stream_release (hold);
