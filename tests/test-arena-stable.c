@@ -696,6 +696,96 @@ test_hazard_run (void)
   arena_streams_end (&t);
 }
 
+/* Random buffers of 64 KiB to 6 MiB on two streams, either held for a round at random (its
+ * fills and frees queued, its frees tagged beside settled ranges: runs), each buffer filled on
+ * its stream with a byte of its own and closed there, some resized: after each round both
+ * streams released and every live buffer reads back its byte (a range handed to the other
+ * stream before the fills queued on it ran would hold the wrong byte). */
+static void
+test_hazard_random (void)
+{
+  enum
+  {
+    LIVE = 48
+  };
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *live[LIVE] = { NULL };
+  guint8 byte[LIVE];
+  guint side[LIVE];
+  MemresStream s[2];
+  guint32 rng = 0x5eed;
+  guint8 next_byte = 1;
+
+  if (!mt_hazard_begin ())
+    return;
+  s[0] = mt_stream_new_on (0);
+  s[1] = mt_stream_new_on (0);
+  mr = mt_new_ok (STABLE ",check=true");
+  for (guint round = 0; round < 24; round++)
+    {
+      MtStreamHold *hold[2] = { NULL, NULL };
+
+      for (guint i = 0; i < 2; i++)
+        if ((rng = rng * 1103515245u + 12345u) >> 16 & 1)
+          hold[i] = mt_stream_hold (s[i]);
+      for (guint op = 0; op < 40; op++)
+        {
+          guint k, r;
+
+          rng = rng * 1103515245u + 12345u;
+          r = rng >> 8;
+          k = r % LIVE;
+          if (live[k] != NULL && r % 5 == 0)
+            {
+              GError *error = NULL;
+              gsize size = 64 * 1024 + (gsize) (r >> 4) % (6 << 20);
+
+              /* grown or shrunk on its stream; its first bytes keep its byte */
+              g_assert_true (memres_buffer_resize (live[k], size, s[side[k]], &error));
+              g_assert_no_error (error);
+              mt_fill_byte_ok (live[k], byte[k], s[side[k]]);
+            }
+          else if (live[k] != NULL)
+            {
+              mt_close_ok (live[k], s[side[k]]);
+              live[k] = NULL;
+            }
+          else
+            {
+              side[k] = (r >> 3) & 1;
+              byte[k] = next_byte;
+              next_byte = next_byte == 255 ? 1 : next_byte + 1;
+              live[k] = mt_alloc_ok (mr, 64 * 1024 + (gsize) (r >> 4) % (6 << 20), s[side[k]]);
+              mt_fill_byte_ok (live[k], byte[k], s[side[k]]);
+            }
+        }
+      for (guint i = 0; i < 2; i++)
+        if (hold[i] != NULL)
+          mt_stream_release (hold[i]);
+      for (guint k = 0; k < LIVE; k++)
+        if (live[k] != NULL)
+          mt_assert_bytes (live[k], byte[k], s[side[k]]);
+      g_assert_cmpuint (counter (mr, "heap_errors"), ==, 0);
+      if (round % 4 == 3)
+        trim_ok (mr);
+    }
+  g_test_message ("%" G_GUINT64_FORMAT " run takes, %" G_GUINT64_FORMAT
+                  " settles, %" G_GUINT64_FORMAT " granules lent, %" G_GUINT64_FORMAT " refaulted",
+                  counter (mr, "run_takes"), counter (mr, "settles"), counter (mr, "granules_lent"),
+                  counter (mr, "granules_refaulted"));
+  for (guint k = 0; k < LIVE; k++)
+    if (live[k] != NULL)
+      mt_close_ok (live[k], s[side[k]]);
+  mt_sync_ok (s[0]);
+  mt_sync_ok (s[1]);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  mt_stream_free (s[0]);
+  mt_stream_free (s[1]);
+  mt_hazard_end ();
+}
+
 /* ---- sleep and resize ------------------------------------------------------------------------ */
 
 /* A tagged buffer on a stream asleep (docs/sleep.md): its address range is not placed while it
@@ -819,6 +909,7 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
   g_test_add_func ("/arena-stable/hazard/run", test_hazard_run);
+  g_test_add_func ("/arena-stable/hazard/random", test_hazard_random);
   g_test_add_func ("/arena-stable/sleep/tagged", test_sleep);
   g_test_add_func ("/arena-stable/resize", test_resize);
   return g_test_run ();
