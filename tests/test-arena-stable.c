@@ -220,14 +220,22 @@ setup_run (Ctx *c)
   g_assert_cmpuint (counter (c->mr, "tagged_bytes"), ==, 2 * g);
 }
 
+/* @n granules on the stream, placed @at granules past c->addr_c */
+static gboolean
+alloc_at (Ctx *c, guint n, guint at, GError **error)
+{
+  if (!alloc_on_stream (c, n * gran (c->mr), error))
+    return FALSE;
+  g_assert_cmphex (memres_buffer_get_address (c->bufs[c->n - 1]), ==,
+                   c->addr_c + at * gran (c->mr));
+  return TRUE;
+}
+
 /* 4 granules on the stream: the run p + q, taken across its two ranges (p's granules created) */
 static gboolean
 op_alloc_run (Ctx *c, GError **error)
 {
-  if (!alloc_on_stream (c, 4 * gran (c->mr), error))
-    return FALSE;
-  g_assert_cmphex (memres_buffer_get_address (c->bufs[c->n - 1]), ==, c->addr_c);
-  return TRUE;
+  return alloc_at (c, 4, 0, error);
 }
 
 /* 3 granules on the stream: the window at the top end of the run p + q (1 granule to back, the
@@ -235,10 +243,7 @@ op_alloc_run (Ctx *c, GError **error)
 static gboolean
 op_alloc_run_top (Ctx *c, GError **error)
 {
-  if (!alloc_on_stream (c, 3 * gran (c->mr), error))
-    return FALSE;
-  g_assert_cmphex (memres_buffer_get_address (c->bufs[c->n - 1]), ==, c->addr_c + gran (c->mr));
-  return TRUE;
+  return alloc_at (c, 3, 1, error);
 }
 
 /* On c->stream: p (2 granules) | q (2) | r (2) | s (1, 0x53); p and r closed, settled and their
@@ -270,10 +275,7 @@ setup_run3 (Ctx *c)
 static gboolean
 op_alloc_run3 (Ctx *c, GError **error)
 {
-  if (!alloc_on_stream (c, 6 * gran (c->mr), error))
-    return FALSE;
-  g_assert_cmphex (memres_buffer_get_address (c->bufs[c->n - 1]), ==, c->addr_c);
-  return TRUE;
+  return alloc_at (c, 6, 0, error);
 }
 
 /* The first reservation (8 MiB) nearly full: the next large buffer on the stream needs another
