@@ -355,8 +355,10 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
       n_new += self->handle[g] == 0;
       idle_here += self->held[g] == 0 && self->handle[g] != 0;
     }
-  /* within the remap headroom, created rather than moved or lent (arena-headroom.c) */
-  arena_headroom_note (self, g0, g1);
+  /* within the remap headroom, created rather than moved or lent (arena-headroom.c); a refault
+   * is a granule without memory, so a span whose granules all have some has none to note */
+  if (n_new > 0)
+    arena_headroom_note (self, g0, g1);
   create = n_new > self->n_spare && arena_headroom_allows (self, n_new - self->n_spare);
   if (n_new > self->n_spare && self->n_idle_mapped > idle_here && !self->no_unmap && !create)
     {

@@ -549,9 +549,7 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
           if (arena_runs_best_fit (self, tag, size, owner, &run_addr, &from, &run_unbacked)
               && (any == NULL || run_unbacked <= arena_span_unbacked (self, any->addr, size)))
             {
-              arena_span_serve (self, run_addr, size, owner);
-              self->lend_lo = run_addr;
-              self->lend_hi = run_addr + size;
+              arena_placement_begin (self, run_addr, size, owner);
               if (!arena_runs_take (self, from, run_addr, size, error))
                 return FALSE;
               self->run_takes++;
@@ -582,9 +580,7 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
       /* that end, or the other, or a window at a granule boundary that may serve @owner */
       arena_heap_window (self, any, size, owner, at_end, &any_at);
       *addr = arena_heap_take_at (self, any, any_at, size);
-      arena_span_serve (self, *addr, size, owner); /* before the granules' "mapped" events */
-      self->lend_lo = *addr;
-      self->lend_hi = *addr + size;
+      arena_placement_begin (self, *addr, size, owner);
       if (!arena_span_hold (self, *addr, size, error))
         {
           arena_heap_insert (self, *addr, size, NULL, NULL);
@@ -600,6 +596,17 @@ arena_span_serve (Arena *self, guint64 addr, guint64 size, guint owner)
 {
   for (guint g = arena_granule (self, addr); g <= arena_granule (self, addr + size - 1); g++)
     self->gtag[g] = (guint8) owner;
+}
+
+/* The extent [addr, addr + size) that a placement for tag @owner is about to back: its granules
+ * serve @owner from now on (before their "mapped" events are queued), and no donor granule of
+ * lending may overlap it (arena-lend.c: Arena.lend_lo, lend_hi). */
+void
+arena_placement_begin (Arena *self, guint64 addr, guint64 size, guint owner)
+{
+  arena_span_serve (self, addr, size, owner);
+  self->lend_lo = addr;
+  self->lend_hi = addr + size;
 }
 
 /* A new extent for tag @owner (cache_tag_index(): its granules serve that tag alone, see

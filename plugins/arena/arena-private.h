@@ -493,6 +493,7 @@ gboolean arena_heap_settle_tag (Arena *self, guint owner, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
                            guint64 *addr, GError **error);
 void arena_span_serve (Arena *self, guint64 addr, guint64 size, guint owner);
+void arena_placement_begin (Arena *self, guint64 addr, guint64 size, guint owner);
 guint64 arena_heap_largest_servable (Arena *self);
 gboolean arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
                                     guint64 *at);

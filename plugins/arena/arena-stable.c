@@ -149,9 +149,7 @@ arena_stable_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, 
     return -1;
   if (!settled && self->tagged_bytes > 0 && unbacked > arena_reusable (self))
     return -1;
-  arena_span_serve (self, at, size, owner);
-  self->lend_lo = at;
-  self->lend_hi = at + size;
+  arena_placement_begin (self, at, size, owner);
   across = at + size > from->addr + from->size;
   if (!arena_runs_take (self, from, at, size, error))
     return 0;
