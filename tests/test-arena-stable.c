@@ -71,6 +71,22 @@ setup_empty (Ctx *c)
 
 /* ---- the counters: a constructed sequence ---------------------------------------------------- */
 
+/* granules_refaulted, headroom (in granules), granules_created, granules_remapped and the
+ * physical bytes (in granules) of @mr, asserted */
+static void
+assert_counts (MemresResource *mr, guint64 refaulted, guint64 headroom, guint64 created,
+               guint64 remapped, guint64 physical)
+{
+  gsize g = gran (mr);
+
+  g_assert_cmpuint (counter (mr, "granules_refaulted"), ==, refaulted);
+  g_assert_cmpuint (counter (mr, "headroom"), ==, headroom * g);
+  g_assert_cmpuint (counter (mr, "granules_created"), ==, created);
+  g_assert_cmpuint (counter (mr, "granules_remapped"), ==, remapped);
+  g_assert_cmpuint (counter (mr, "physical"), ==, physical * g);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, physical * g);
+}
+
 /* On stream c->stream: a (32 granules) | x (1) from the start of the reservation, a closed; c (33
  * granules) then lies after x and takes a's 32 idle granules (moved: 32 remapped, 1 created). The
  * peak of granules in use is then 34 (x and c), the headroom's cap 34 / 32 = 1 granule; c closed
@@ -93,35 +109,12 @@ setup_refaulted (Ctx *c)
   mt_close_ok (a, c->stream);
   cc = mt_alloc_ok (c->mr, 33 * g, c->stream);
   g_assert_cmphex (memres_buffer_get_address (cc), ==, c->addr_c + 33 * g);
-  g_assert_cmpuint (counter (c->mr, "granules_created"), ==, 34);
-  g_assert_cmpuint (counter (c->mr, "granules_remapped"), ==, 32);
-  g_assert_cmpuint (counter (c->mr, "granules_refaulted"), ==, 0);
-  g_assert_cmpuint (counter (c->mr, "headroom"), ==, 0);
+  assert_counts (c->mr, 0, 0, 34, 32, 34);
   mt_close_ok (cc, c->stream);
   c->bufs[c->n++] = mt_alloc_ok (c->mr, 32 * g, c->stream);
   g_assert_cmphex (memres_buffer_get_address (c->bufs[1]), ==, c->addr_c);
   fill_kept (c, 1, 0xa1);
-  g_assert_cmpuint (counter (c->mr, "granules_refaulted"), ==, 32);
-  g_assert_cmpuint (counter (c->mr, "headroom"), ==, g);
-  g_assert_cmpuint (counter (c->mr, "granules_created"), ==, 34);
-  g_assert_cmpuint (counter (c->mr, "granules_remapped"), ==, 64);
-  g_assert_cmpuint (stats_ok (c->mr).reserved_current, ==, 34 * g);
-}
-
-/* granules_refaulted, headroom (in granules), granules_created, granules_remapped and the
- * physical bytes (in granules) of @mr, asserted */
-static void
-assert_counts (MemresResource *mr, guint64 refaulted, guint64 headroom, guint64 created,
-               guint64 remapped, guint64 physical)
-{
-  gsize g = gran (mr);
-
-  g_assert_cmpuint (counter (mr, "granules_refaulted"), ==, refaulted);
-  g_assert_cmpuint (counter (mr, "headroom"), ==, headroom * g);
-  g_assert_cmpuint (counter (mr, "granules_created"), ==, created);
-  g_assert_cmpuint (counter (mr, "granules_remapped"), ==, remapped);
-  g_assert_cmpuint (counter (mr, "physical"), ==, physical * g);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, physical * g);
+  assert_counts (c->mr, 32, 1, 34, 64, 34);
 }
 
 /* The counters on a constructed sequence (setup_refaulted(), then as the comments say; a
@@ -196,28 +189,40 @@ op_alloc_small (Ctx *c, GError **error)
   return alloc_on_stream (c, 1000, error);
 }
 
-/* On c->stream: p (2 granules) | q (2) | r (1, 0x52); p closed, settled and its granules given
- * back (trim), q closed (tagged with the stream): the run p + q of 4 granules, half of it to
- * back. addr_c: p's address. */
+/* On c->stream: p (2 granules) | q (2) | [@with_r: r (2) |] x (1, @byte); p (and r) closed,
+ * settled and their granules given back (trim), q closed (tagged with the stream): the run p + q
+ * of 4 granules, half of it to back, or with r the run p + q + r, settled, tagged, settled (a
+ * failure backing r drops what p's part held). addr_c: p's address. */
 static void
-setup_run (Ctx *c)
+setup_runs (Ctx *c, gboolean with_r, guint8 byte)
 {
-  MemresBuffer *p, *q;
+  MemresBuffer *p, *q, *r = NULL;
   gsize g;
 
   setup_empty (c);
   g = gran (c->mr);
   p = mt_alloc_ok (c->mr, 2 * g, c->stream);
   q = mt_alloc_ok (c->mr, 2 * g, c->stream);
+  if (with_r)
+    r = mt_alloc_ok (c->mr, 2 * g, c->stream);
   c->bufs[c->n++] = mt_alloc_ok (c->mr, g, c->stream);
-  fill_kept (c, 0, 0x52);
+  fill_kept (c, 0, byte);
   c->addr_c = memres_buffer_get_address (p);
   mt_close_ok (p, c->stream);
+  if (r != NULL)
+    mt_close_ok (r, c->stream);
   mt_sync_ok (c->stream);
   trim_ok (c->mr);
   g_assert_cmpuint (stats_ok (c->mr).reserved_current, ==, 3 * g);
   mt_close_ok (q, c->stream);
   g_assert_cmpuint (counter (c->mr, "tagged_bytes"), ==, 2 * g);
+}
+
+/* setup_runs() without r: the run p + q */
+static void
+setup_run (Ctx *c)
+{
+  setup_runs (c, FALSE, 0x52);
 }
 
 /* @n granules on the stream, placed @at granules past c->addr_c */
@@ -246,29 +251,11 @@ op_alloc_run_top (Ctx *c, GError **error)
   return alloc_at (c, 3, 1, error);
 }
 
-/* On c->stream: p (2 granules) | q (2) | r (2) | s (1, 0x53); p and r closed, settled and their
- * granules given back, q closed: the run p + q + r, settled, tagged, settled (a failure backing
- * r drops what p's part held). addr_c: p's address. */
+/* setup_runs() with r: the run p + q + r */
 static void
 setup_run3 (Ctx *c)
 {
-  MemresBuffer *p, *q, *r;
-  gsize g;
-
-  setup_empty (c);
-  g = gran (c->mr);
-  p = mt_alloc_ok (c->mr, 2 * g, c->stream);
-  q = mt_alloc_ok (c->mr, 2 * g, c->stream);
-  r = mt_alloc_ok (c->mr, 2 * g, c->stream);
-  c->bufs[c->n++] = mt_alloc_ok (c->mr, g, c->stream);
-  fill_kept (c, 0, 0x53);
-  c->addr_c = memres_buffer_get_address (p);
-  mt_close_ok (p, c->stream);
-  mt_close_ok (r, c->stream);
-  mt_sync_ok (c->stream);
-  trim_ok (c->mr);
-  g_assert_cmpuint (stats_ok (c->mr).reserved_current, ==, 3 * g);
-  mt_close_ok (q, c->stream);
+  setup_runs (c, TRUE, 0x53);
 }
 
 /* 6 granules on the stream: the run p + q + r */
