@@ -62,7 +62,6 @@ run_sweep_checked (const char *what, SetupFn setup, OpFn op, CheckFn check, guin
 {
   FakeCudaCounts base;
   GError *error = NULL;
-  const char **names = NULL;
   g_auto (GStrv) calls = NULL;
   Ctx c = { 0 };
   gint n;
@@ -73,12 +72,9 @@ run_sweep_checked (const char *what, SetupFn setup, OpFn op, CheckFn check, guin
   setup (&c);
   mt_fake_trace_begin ();
   MT_CHECK (op (&c, &error));
-  n = mt_fake_trace_end (&names);
+  calls = mt_fake_trace_end_strv (&n);
   if (check != NULL)
     check (&c, TRUE);
-  calls = g_new0 (char *, n + 1);
-  for (gint i = 0; i < n; i++)
-    calls[i] = g_strdup (names[i]);
   g_test_message ("%s: %d calls", what, n);
   g_assert_cmpint (n, >=, (gint) min_calls);
   ctx_teardown (&c);
@@ -118,7 +114,6 @@ run_sweep_checked (const char *what, SetupFn setup, OpFn op, CheckFn check, guin
 static inline void
 run_finalize_sweep (SetupFn setup)
 {
-  const char **names = NULL;
   g_auto (GStrv) calls = NULL;
   Ctx c = { 0 };
   gint n;
@@ -128,11 +123,8 @@ run_finalize_sweep (SetupFn setup)
   setup (&c);
   mt_fake_trace_begin ();
   g_clear_pointer (&c.mr, memres_resource_unref);
-  n = mt_fake_trace_end (&names);
+  calls = mt_fake_trace_end_strv (&n);
   ctx_teardown (&c);
-  calls = g_new0 (char *, n + 1);
-  for (gint i = 0; i < n; i++)
-    calls[i] = g_strdup (names[i]);
   g_assert_cmpint (n, >=, 4);
   for (gint i = 0; i < n; i++)
     {

@@ -275,6 +275,19 @@ mt_fake_trace_end (const char ***names)
   return require_fake ("mt_fake_trace_end")->trace_end (names);
 }
 
+char **
+mt_fake_trace_end_strv (int *n)
+{
+  const char **names = NULL;
+  char **calls;
+
+  *n = require_fake ("mt_fake_trace_end")->trace_end (&names);
+  calls = g_new0 (char *, *n + 1);
+  for (int i = 0; i < *n; i++)
+    calls[i] = g_strdup (names[i]);
+  return calls;
+}
+
 char *
 mt_fake_trace_end_string (void)
 {
@@ -377,7 +390,6 @@ mt_fault_sweep (const char *what, MtOp op, MtUndo undo, gpointer data, CUresult 
                 const char *const *ignore)
 {
   const MtFake *fake;
-  const char **names = NULL;
   g_auto (GStrv) calls = NULL;
   FakeCudaCounts base;
   int n, swept = 0;
@@ -400,10 +412,7 @@ mt_fault_sweep (const char *what, MtOp op, MtUndo undo, gpointer data, CUresult 
     g_autoptr (GError) error = NULL;
     gboolean ok = op (data, &error);
 
-    n = fake->trace_end (&names);
-    calls = g_new0 (char *, n + 1);
-    for (int i = 0; i < n; i++)
-      calls[i] = g_strdup (names[i]);
+    calls = mt_fake_trace_end_strv (&n);
     if (!ok)
       g_error ("mt_fault_sweep(%s): the operation failed on its traced run: %s", what,
                error ? error->message : "(no error set)");

@@ -90,6 +90,9 @@ void mt_fake_wait_idle (void);
 long mt_fake_failed_call_count (void);
 /* mt_fake_trace_end() as the names joined with spaces (transfer full). */
 char *mt_fake_trace_end_string (void);
+/* mt_fake_trace_end() as a copy of the names (transfer full, NULL-terminated), their count in
+ * *@n. */
+char **mt_fake_trace_end_strv (int *n);
 
 /* Asserts that @call, a gboolean call that sets the caller's `error`, succeeds; the error's
  * message shows when it does not. */
