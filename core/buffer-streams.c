@@ -15,8 +15,7 @@ is_capturing (const MemresCudaDriver *drv, MemresStream stream)
 {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
 
-  return !is_legacy (stream) && stream != (MemresStream) CU_STREAM_PER_THREAD
-         && drv->cuStreamIsCapturing != NULL
+  return !_memres_stream_is_default (stream) && drv->cuStreamIsCapturing != NULL
          && drv->cuStreamIsCapturing ((CUstream) stream, &status) == CUDA_SUCCESS
          && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }

@@ -358,10 +358,9 @@ memres_stream_synchronize (MemresStream stream, GError **error)
   const MemresCudaDriver *drv;
   CUresult res;
 
-  /* the legacy and the per-thread default streams: no handle of the caller's, the current
-   * context's (RMM's cuda_stream_legacy and cuda_stream_per_thread) */
-  gboolean is_default = stream == NULL || stream == MEMRES_STREAM_LEGACY
-                        || stream == (MemresStream) CU_STREAM_PER_THREAD;
+  /* the legacy and the per-thread default streams (RMM's cuda_stream_legacy and
+   * cuda_stream_per_thread) */
+  gboolean is_default = _memres_stream_is_default (stream);
 
   /* Without a driver no device work can be pending: waiting on a default stream is then a
    * no-op, so that code written for a GPU also runs where memres falls back to host memory. */

@@ -48,4 +48,13 @@ G_BEGIN_DECLS
  * that wants the driver's word only where the driver is in use (buffer-wrap.c). */
 const MemresCudaDriver *_memres_cuda_driver_if_loaded (void);
 
+/* Whether @stream is a default stream: the legacy one (%NULL, %MEMRES_STREAM_LEGACY) or the
+ * per-thread one (`CU_STREAM_PER_THREAD`), the current context's, no handle of the caller's. */
+static inline gboolean
+_memres_stream_is_default (MemresStream stream)
+{
+  return stream == NULL || stream == MEMRES_STREAM_LEGACY
+         || stream == (MemresStream) CU_STREAM_PER_THREAD;
+}
+
 G_END_DECLS
