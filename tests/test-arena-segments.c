@@ -2,8 +2,9 @@
  * the fake driver (suite fake) and the real one (suite gpu): the events of granules created,
  * moved (about to be unmapped at the old place, then mapped at the new one, in that order) and
  * given back, memres_lookup() of bytes of a buffer that spans granules (the granule's base and
- * the offset in it), a subscriber that allocates from the arena inside its callback, and the
- * snapshot's blocks of slabs whose extent ends past their last block. The
+ * the offset in it), a subscriber that allocates from the arena inside its callback, granules
+ * taken while their "about to be unmapped" events are delivered, and the snapshot's blocks of
+ * slabs whose extent ends past their last block. The
  * fault sweep of tests/test-arena.c holds the index to the mapped granules after every failure. */
 #include "testutil.h"
 
@@ -235,6 +236,136 @@ test_slab_tails (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* Granules taken while their "about to be unmapped" events are delivered. A trim pins idle
+ * granules, queues their events and drops the lock to deliver them: an allocation meanwhile
+ * (here a subscriber's, on the same thread, inside the first of those callbacks) may take bytes
+ * of them, and then they stay mapped (told mapped again). Until then their segments are on their
+ * way out of the index, so nothing may raise an event of its own for them: a resize that
+ * would move their memory (a remap: "about to be unmapped" again) copies instead, and a
+ * placement that would lend them to a stream (their old address retired, then reaped:
+ * "about to be unmapped" again) creates memory instead. Either event was refused by the core
+ * ("no segment at …"), the arena's warning: what killed one of ten concurrent peers-fake runs on
+ * the H100. After the trim every granule with memory is a segment, the buffers' bytes intact. */
+typedef struct
+{
+  MemresResource *mr;
+  MemresStream stream;
+  gsize g;
+  gboolean lend; /* lend instead of resize */
+  gboolean entered;
+  MemresBuffer *taken, *lent;
+} Taker;
+
+static void
+taker_cb (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *seg, guint64 previous,
+          gpointer data)
+{
+  Taker *t = data;
+  g_autoptr (GError) error = NULL;
+  MtStreamHold *hold;
+
+  if (event != MEMRES_SEGMENT_UNMAPPING || t->entered)
+    return;
+  t->entered = TRUE;
+  /* the two pinned granules: the only free bytes with memory */
+  t->taken = mt_alloc_ok (t->mr, 2 * t->g, t->stream);
+  mt_write_pattern (t->taken, 0, 2 * t->g, 38, t->stream);
+  if (!t->lend)
+    {
+      /* w follows: no growing in place */
+      MT_CHECK (memres_buffer_resize (t->taken, 4 * t->g, t->stream, &error));
+      return;
+    }
+  /* freed on the stream while it is held (the free's event not done), then a larger buffer on
+   * it: its own free bytes would be lent, and their old address reaped once the stream is past
+   * them, at the next allocation */
+  hold = mt_stream_hold (t->stream);
+  mt_close_ok (g_steal_pointer (&t->taken), t->stream);
+  t->lent = mt_alloc_ok (t->mr, 3 * t->g, t->stream);
+  mt_stream_release (hold);
+  t->taken = mt_alloc_ok (t->mr, t->g, t->stream);
+}
+
+/* Each of the @n granules of @g bytes from @base is a segment of @mr. */
+static void
+assert_granules_found (MemresResource *mr, guint64 base, guint n, gsize g)
+{
+  for (guint i = 0; i < n; i++)
+    assert_found (base + i * g + g / 2, mr, base + i * g, g);
+}
+
+static void
+taken_while_unmapping (gboolean lend)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  Taker t = { 0 };
+  MemresBuffer *x, *w;
+  CUstream s;
+  guint64 a;
+  guint id;
+
+  if (lend ? !mt_hazard_begin () : !mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("arena");
+  s = mt_stream_new_on (0);
+  t.mr = mr;
+  t.stream = (MemresStream) s;
+  t.g = gran (mr);
+  t.lend = lend;
+  x = mt_alloc_ok (mr, 2 * t.g, NULL);
+  w = mt_alloc_ok (mr, t.g, NULL);
+  a = memres_buffer_get_address (x);
+  g_assert_cmphex (memres_buffer_get_address (w), ==, a + 2 * t.g);
+  mt_close_ok (x, NULL);
+  id = memres_resource_subscribe_segments (mr, taker_cb, &t, NULL, &error);
+  g_assert_no_error (error);
+
+  trim_ok (mr);
+  g_assert_true (t.entered);
+  /* the pinned granules kept their memory: taken meanwhile (then freed, or copied away) */
+  g_assert_cmpuint (counter (mr, "granules_lent"), ==, 0);
+  g_assert_cmpuint (counter (mr, "granules_reaped"), ==, 0);
+  assert_granules_found (mr, a, 3, t.g);
+  if (lend)
+    {
+      g_assert_nonnull (t.lent);
+      assert_granules_found (mr, memres_buffer_get_address (t.lent), 3, t.g);
+      g_assert_cmphex (memres_buffer_get_address (t.taken), ==, a); /* the stream's own free */
+      mt_close_ok (t.lent, t.stream);
+      mt_close_ok (t.taken, t.stream);
+    }
+  else
+    {
+      g_assert_cmphex (memres_buffer_get_address (t.taken), !=, a); /* copied, not grown */
+      assert_granules_found (mr, memres_buffer_get_address (t.taken), 4, t.g);
+      mt_check_pattern (t.taken, 0, 2 * t.g, 38, t.stream);
+      mt_close_ok (t.taken, t.stream);
+    }
+  /* every granule with memory is a segment */
+  g_assert_cmpuint (count_segments (mr) * t.g, ==, counter (mr, "physical"));
+  unsubscribe (mr, id);
+  mt_close_ok (w, NULL);
+  mt_sync_ok (t.stream);
+  trim_ok (mr);
+  g_assert_cmpuint (count_segments (mr), ==, 0);
+  mt_stream_free (s);
+  if (lend)
+    mt_hazard_end ();
+}
+
+static void
+test_taken_resize (void)
+{
+  taken_while_unmapping (FALSE);
+}
+
+static void
+test_taken_lend (void)
+{
+  taken_while_unmapping (TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -243,5 +374,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/segments/move", test_move);
   g_test_add_func ("/arena/segments/reentrant", test_reentrant);
   g_test_add_func ("/arena/segments/slab-tails", test_slab_tails);
+  g_test_add_func ("/arena/segments/taken-while-unmapping/resize", test_taken_resize);
+  g_test_add_func ("/arena/segments/taken-while-unmapping/lend", test_taken_lend);
   return g_test_run ();
 }

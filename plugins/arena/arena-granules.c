@@ -37,6 +37,7 @@ arena_granules_init (Arena *self, GError **error)
   self->retired_at = g_new0 (guint8, self->n_granules);
   self->lent_away = g_new0 (guint8, self->n_granules);
   self->moved_away = g_new0 (guint8, self->n_granules);
+  self->unmapping = g_new0 (guint8, self->n_granules);
   self->shared_at = g_new0 (guint8, self->n_granules);
   self->keep_lo = G_MAXUINT;
   self->idle_tag = CACHE_TAG_ANY;
@@ -57,6 +58,7 @@ arena_granules_clear (Arena *self)
   g_clear_pointer (&self->retired_at, g_free);
   g_clear_pointer (&self->lent_away, g_free);
   g_clear_pointer (&self->moved_away, g_free);
+  g_clear_pointer (&self->unmapping, g_free);
   g_clear_pointer (&self->shared_at, g_free);
   g_clear_pointer (&self->asleep, g_free);
   g_clear_pointer (&self->asleep_large, g_hash_table_unref);
@@ -82,6 +84,8 @@ arena_granules_grow (Arena *self, guint n)
   memset (self->lent_away + was, 0, n * sizeof *self->lent_away);
   self->moved_away = g_renew (guint8, self->moved_away, self->n_granules);
   memset (self->moved_away + was, 0, n * sizeof *self->moved_away);
+  self->unmapping = g_renew (guint8, self->unmapping, self->n_granules);
+  memset (self->unmapping + was, 0, n * sizeof *self->unmapping);
   self->shared_at = g_renew (guint8, self->shared_at, self->n_granules);
   memset (self->shared_at + was, 0, n * sizeof *self->shared_at);
   memset (self->held + was, 0, n * sizeof *self->held);

@@ -111,7 +111,7 @@ arena_lend_pick (Arena *self, guint n)
           guint g = arena_granule (self, a);
 
           if ((a < self->lend_hi && a + self->granularity > self->lend_lo) || self->handle[g] == 0
-              || self->retired_at[g] || picked (self, g))
+              || self->retired_at[g] || self->unmapping[g] || picked (self, g))
             continue;
           g_array_append_val (self->lend_donors, g);
           found++;
@@ -151,8 +151,8 @@ find_part (Arena *self, guint g, guint64 lo, guint64 hi, guint64 ext_lo, guint64
 
           if (a + lo < r->addr || (r->addr <= a && a + self->granularity <= end)
               || (a < ext_hi && a + self->granularity > ext_lo) || self->handle[b] == 0
-              || self->retired_at[b] || self->shared_at[b] || self->gtag[b] != self->gtag[g]
-              || picked (self, b)
+              || self->retired_at[b] || self->shared_at[b] || self->unmapping[b]
+              || self->gtag[b] != self->gtag[g] || picked (self, b)
               || arena_reservation_of (self, a) != arena_reservation_of (self, a + hi - 1))
             continue;
           return (gint) b;

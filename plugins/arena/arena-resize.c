@@ -119,6 +119,14 @@ resize_remap (MemresResource *mr, Arena *self, MemresAllocation *alloc, gsize ne
   if (!memres_cuda_stream_synchronize (self->device, stream, error))
     return FALSE;
   g_mutex_lock (&self->parts.lock);
+  /* a granule the buffer took while its "about to be unmapped" event was on its way
+   * (Arena.unmapping) gets no second one: the bytes are copied */
+  for (guint i = 0; i < n; i++)
+    if (self->unmapping[arena_granule (self, i_lo) + i])
+      {
+        g_mutex_unlock (&self->parts.lock);
+        return FALSE;
+      }
   arena_park_flush (self); /* every free byte in the heap (arena-park.c) */
   if (!arena_heap_take_congruent (self, addr, old_r, new_r, &at)
       && (!arena_reserve_more (self, new_r + self->granularity, NULL)

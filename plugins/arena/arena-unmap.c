@@ -15,7 +15,10 @@
  * they were is unmapped, a run of adjacent ones by one cuMemUnmap (arena_granule_run()). A
  * granule that an allocation on another thread took bytes of meanwhile stays mapped and is told
  * mapped again (the event API's rule for a failed unmap); until then memres_lookup() does not find
- * those bytes.
+ * those bytes, and the granule is marked (Arena.unmapping) so that nothing raises an event of its
+ * own for it meanwhile: its memory is not lent (arena-lend.c) and a resize does not move it
+ * (arena-resize.c copies). Either raised "about to be unmapped" a second time, which the core
+ * refuses (/arena/segments/taken-while-unmapping).
  *
  * Giving a granule back: cuMemRelease while it is still mapped (the mapping keeps the memory),
  * then cuMemUnmap, which frees it; a failing unmap takes the handle back
@@ -120,6 +123,7 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
       self->held[g] = 1; /* the pin */
       self->n_idle_mapped--;
       arena_segment_queue (self, MEMRES_SEGMENT_UNMAPPING, (guint) g);
+      self->unmapping[g] = 1;
       picked[k++] = (guint) g;
     }
   for (guint i = kept->len; i-- > 0;)
@@ -132,6 +136,8 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
   g_mutex_unlock (&self->parts.lock);
   arena_events_flush (self);
   g_mutex_lock (&self->parts.lock);
+  for (guint i = 0; i < k; i++)
+    self->unmapping[picked[i]] = 0;
   qsort (picked, k, sizeof (guint), granule_cmp);
   for (guint i = 0, run; i < k; i += run)
     {
@@ -491,10 +497,15 @@ arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
   g_autofree CUmemGenericAllocationHandle *h = g_new0 (CUmemGenericAllocationHandle, n + 1);
 
   for (guint i = 0; i < n; i++)
-    arena_segment_queue (self, MEMRES_SEGMENT_UNMAPPING, gs[i]);
+    {
+      arena_segment_queue (self, MEMRES_SEGMENT_UNMAPPING, gs[i]);
+      self->unmapping[gs[i]] = 1;
+    }
   g_mutex_unlock (&self->parts.lock);
   arena_events_flush (self);
   g_mutex_lock (&self->parts.lock);
+  for (guint i = 0; i < n; i++)
+    self->unmapping[gs[i]] = 0;
   for (guint k = 0, run; k < n; k += run)
     {
       guint g = gs[k];
