@@ -117,12 +117,6 @@ extent_new_or_flush (Arena *self, guint64 size, gboolean slab, MemresStream tag,
   return ok;
 }
 
-static void
-update_high (Arena *self)
-{
-  self->used_high = MAX (self->used_high, arena_used (self));
-}
-
 /* A new slab of class @cls for @stream (normalized) and tag @tag (cache_tag_index()): its first
  * block, the others in the shared bins (with an event recorded on @stream, off the legacy stream,
  * which other streams wait for). Lock held. */
@@ -185,7 +179,7 @@ allocate_slow (Arena *self, guint cls, gsize size, MemresStream stream, guint ta
   else if (local == NULL)
     b = slab_new (self, cls, stream, tag, &local);
   if (b != NULL)
-    update_high (self);
+    arena_used_note (self);
   g_mutex_unlock (&self->parts.lock);
   arena_events_flush (self);
   if (b == NULL)
@@ -225,7 +219,7 @@ allocate_large (Arena *self, gsize size, MemresStream stream, guint tag, MemresA
     {
       self->large_used += rounded;
       self->large_allocs++;
-      update_high (self);
+      arena_used_note (self);
       if ((guint64) self->n_mapped * self->granularity > self->release_threshold)
         {
           g_autoptr (GError) local = NULL;

@@ -63,7 +63,7 @@ own_count (Arena *self, OwnBuf *own, gint sign)
           self->n_mapped += n;
           self->mapped_high = MAX (self->mapped_high, self->n_mapped);
           self->own_used += own->used;
-          self->used_high = MAX (self->used_high, arena_used (self));
+          arena_used_note (self);
           self->exportables++;
         }
     }

@@ -296,7 +296,10 @@ typedef struct
   guint64 tagged_bytes; /* bytes of free ranges with a tag */
   guint64 large_used;   /* bytes of live large buffers */
   guint64 slab_bytes;   /* bytes of slabs (class bytes of their blocks) */
-  guint64 used_high;
+  guint64 used_high; /* the statistics' used_high: lowered by a reset, raised by a stats read */
+  guint64 used_peak; /* the most bytes in use at an allocation since the arena was made, what
+                      * placement decisions read (arena_stable_may_lend()): neither a stats reset
+                      * nor a read changes a decision */
   Chunk *chunks;
   guint64 created, remapped, released, settles, oom_flushes, misses, large_allocs;
   guint64 moved;          /* granules whose memory a resize moved (remapped, not copied) */
@@ -389,6 +392,17 @@ static inline guint64
 arena_used (Arena *self)
 {
   return arena_used_with (self, cache_fronts_cached (&self->parts));
+}
+
+/* After a call that may have raised the bytes in use: the peaks (used_high, used_peak) raised
+ * with them. Lock held. */
+static inline void
+arena_used_note (Arena *self)
+{
+  guint64 used = arena_used (self);
+
+  self->used_high = MAX (self->used_high, used);
+  self->used_peak = MAX (self->used_peak, used);
 }
 
 /* arena-granules.c */

@@ -180,7 +180,7 @@ resize_remap (MemresResource *mr, Arena *self, MemresAllocation *alloc, gsize ne
     }
   arena_extent_free (self, addr, old_r, NULL, NULL);
   self->large_used += new_r - old_r;
-  self->used_high = MAX (self->used_high, arena_used (self));
+  arena_used_note (self);
   arena_spares_release (self);
   g_mutex_unlock (&self->parts.lock);
   arena_events_flush (self);
@@ -226,7 +226,7 @@ resize_large_in_place (Arena *self, MemresAllocation *alloc, gsize new_size, Mem
         if (arena_heap_grow_in_place (self, alloc->address, old_r, new_r, tag, &local))
           {
             self->large_used += new_r - old_r;
-            self->used_high = MAX (self->used_high, arena_used (self));
+            arena_used_note (self);
             break;
           }
         if (local == NULL && self->want_unmap > 0

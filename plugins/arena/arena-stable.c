@@ -162,11 +162,12 @@ arena_stable_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, 
 
 /* Whether a placement that needs @n more granules than the spares hold may lend the memory of
  * its stream's frees (arena-lend.c): always without place=stable; with it, only when creating
- * them would map more than ARENA_STABLE_SLACK over the peak used. */
+ * them would map more than ARENA_STABLE_SLACK over the peak used (Arena.used_peak: a stats
+ * reset or read changes no decision). */
 gboolean
 arena_stable_may_lend (Arena *self, guint n)
 {
   return !self->stable_place
          || ((guint64) self->n_mapped + n) * self->granularity
-                > self->used_high + self->used_high / ARENA_STABLE_SLACK;
+                > self->used_peak + self->used_peak / ARENA_STABLE_SLACK;
 }
