@@ -96,7 +96,7 @@ test_legacy_close (void)
  * ranges), and once it is done, b reuses the freed ranges without new memory. On the fake: the
  * first 15 closes record no event (the 16th records one, arena-events.c). */
 static void
-legacy_batch_run (guint n, gsize size)
+legacy_batch_run (const char *spec, guint n, gsize size, long records_expected)
 {
   FakeCudaCounts base;
   g_autoptr (MemresResource) mr = NULL;
@@ -115,7 +115,7 @@ legacy_batch_run (guint n, gsize size)
   if (fake)
     mt_counts_snapshot (&base);
   b = mt_stream_new_on (0);
-  mr = mt_new_ok ("arena");
+  mr = mt_new_ok (spec);
   for (guint i = 0; i < n; i++)
     {
       x[i] = mt_alloc_ok (mr, size, NULL);
@@ -128,14 +128,14 @@ legacy_batch_run (guint n, gsize size)
     {
       mt_fill_byte_ok (x[i], (guint8) (0x10 + i), NULL);
       mt_close_ok (x[i], NULL);
-      /* the first 15 share one event, not recorded yet */
-      if (fake && i + 1 < ARENA_CLOSES_PER_EVENT_TEST)
+      /* the first 15 share one event, not recorded yet (unless the bytes waiting for it reach
+       * event_bytes first) */
+      if (fake && records_expected == n / ARENA_CLOSES_PER_EVENT_TEST
+          && i + 1 < ARENA_CLOSES_PER_EVENT_TEST)
         g_assert_cmpint (mt_fake_call_count ("cuEventRecord"), ==, records);
     }
-  /* one event for each 16 closes (their ranges, merged, wait for less than 64 MiB) */
   if (fake)
-    g_assert_cmpint (mt_fake_call_count ("cuEventRecord") - records, ==,
-                     n / ARENA_CLOSES_PER_EVENT_TEST);
+    g_assert_cmpint (mt_fake_call_count ("cuEventRecord") - records, ==, records_expected);
   for (guint i = 0; i < n; i++)
     {
       guint64 a;
@@ -175,7 +175,8 @@ test_legacy_batch (void)
 {
   g_test_summary ("closes on the legacy stream sharing one event: another stream gets none of "
                   "their ranges before the legacy stream's work is done, and all of them after");
-  legacy_batch_run (5, 4 * MiB);
+  /* one event for each 16 closes (their ranges, merged, wait for less than 64 MiB) */
+  legacy_batch_run ("arena", 5, 4 * MiB, 0);
 }
 
 static void
@@ -183,7 +184,18 @@ test_legacy_batch_long (void)
 {
   g_test_summary ("20 closes on the legacy stream (an event recorded at the 16th, the last four "
                   "sharing one recorded when another stream needs it): none reused early");
-  legacy_batch_run (20, 1 * MiB);
+  legacy_batch_run ("arena", 20, 1 * MiB, 1);
+}
+
+static void
+test_legacy_batch_bytes (void)
+{
+  g_test_summary ("20 closes of 8 MiB on the legacy stream: by default an event once 64 MiB of "
+                  "merged free ranges wait for one (at the 8th close, then at every close, each "
+                  "joining the recorded ranges before it); with event_bytes=0 only at the 16th, "
+                  "as for small closes; none reused early either way");
+  legacy_batch_run ("arena", 20, 8 * MiB, 13);
+  legacy_batch_run ("arena:event_bytes=0", 20, 8 * MiB, 1);
 }
 
 /* A close on a stream already destroyed: the driver's error (the event cannot be recorded on
@@ -237,6 +249,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena-streams/legacy-close", test_legacy_close);
   g_test_add_func ("/arena-streams/legacy-batch", test_legacy_batch);
   g_test_add_func ("/arena-streams/legacy-batch-long", test_legacy_batch_long);
+  g_test_add_func ("/arena-streams/legacy-batch-bytes", test_legacy_batch_bytes);
   g_test_add_func ("/arena-streams/close-on-destroyed", test_close_on_destroyed);
   return g_test_run ();
 }

@@ -32,18 +32,18 @@
  * CacheEvent without a CUevent yet), shared by every close on the legacy stream since the last
  * record, and recorded (one cuEventRecord, after the last close it covers) when a decision needs
  * it, from any call: a settle, a lending, a reap of an address that holds it; or at the
- * ARENA_CLOSES_PER_EVENT-th close it covers or once they freed ARENA_BYTES_PER_EVENT bytes, so
- * that a stream whose host runs far ahead still gets an event every few closes and its early
- * frees can settle while later ones are queued. The bytes counted are those that wait for the
- * pending event: the close's own, and those of a free neighbour whose event is recorded that its
- * range joins (the merged range holds the newest event, so it waits for the pending one too):
- * without them, a step's last closes, recorded only inside the next step, kept the step's largest
- * ranges from settling at its start (805 granules remapped a step in tests/test-arena-steps.c's
- * legacy run, against 34 with an event per close). Any
- * other stream may be destroyed right after its close (and a close on a destroyed stream must fail
- * with the driver's error): each close on it records its own event at the close, as before.
- * Lending needs an event after every free of the lending stream: the line's newest (after its
- * pending one is recorded), or a new one when the line has none.
+ * ARENA_CLOSES_PER_EVENT-th close it covers or once they freed event_bytes bytes (the option, 64
+ * MiB by default), so that a stream whose host runs far ahead still gets an event every few closes
+ * and its early frees can settle while later ones are queued. The bytes counted are those that wait
+ * for the pending event: the close's own, and those of a free neighbour whose event is recorded
+ * that its range joins (the merged range holds the newest event, so it waits for the pending one
+ * too): without them, a step's last closes, recorded only inside the next step, kept the step's
+ * largest ranges from settling at its start (805 granules remapped a step in
+ * tests/test-arena-steps.c's legacy run, against 34 with an event per close). Any other stream may
+ * be destroyed right after its close (and a close on a destroyed stream must fail with the driver's
+ * error): each close on it records its own event at the close, as before. Lending needs an event
+ * after every free of the lending stream: the line's newest (after its pending one is recorded), or
+ * a new one when the line has none.
  *
  * After a wait for the whole device (trim, the out-of-memory flush, finalize), every event of
  * every line is done (arena_lines_all_done()), pending ones included: those are then never
@@ -152,7 +152,7 @@ line_record (Arena *self, StreamLine *line, GError **error)
 
 /* The event of a large close on @stream (normalized, not NULL), a new reference: on the legacy
  * stream the line's pending one (recorded at the ARENA_CLOSES_PER_EVENT-th close it covers, or
- * once ARENA_BYTES_PER_EVENT free bytes wait for it, @waiting of them this close's: its own and
+ * once event_bytes free bytes (0: never) wait for it, @waiting of them this close's: its own and
  * those of the recorded ranges it joins; else when a decision needs it); on any other a new one
  * recorded now (cuEventRecord; NULL with @error when that fails: the caller waits for the stream
  * instead). */
@@ -173,7 +173,7 @@ arena_close_event (Arena *self, MemresStream stream, guint64 waiting, GError **e
       e->refs++;
       line->pending_bytes += waiting;
       if (++line->n_pending >= ARENA_CLOSES_PER_EVENT
-          || line->pending_bytes >= ARENA_BYTES_PER_EVENT)
+          || (self->event_bytes > 0 && line->pending_bytes >= self->event_bytes))
         {
           g_autoptr (GError) local = NULL;
 

@@ -113,7 +113,6 @@ typedef struct
 
 /* Closes on the legacy stream that share one event at most (arena-events.c). */
 #define ARENA_CLOSES_PER_EVENT 16
-#define ARENA_BYTES_PER_EVENT  (G_GUINT64_CONSTANT (64) << 20)
 
 /* The events of one stream that the arena asks about, in the order they were recorded
  * (arena-events.c). */
@@ -296,10 +295,11 @@ typedef struct
   guint64 tagged_bytes; /* bytes of free ranges with a tag */
   guint64 large_used;   /* bytes of live large buffers */
   guint64 slab_bytes;   /* bytes of slabs (class bytes of their blocks) */
-  guint64 used_high; /* the statistics' used_high: lowered by a reset, raised by a stats read */
-  guint64 used_peak; /* the most bytes in use at an allocation since the arena was made, what
-                      * placement decisions read (arena_stable_may_lend()): neither a stats reset
-                      * nor a read changes a decision */
+  guint64 event_bytes;  /* option event_bytes: ARENA_CLOSES_PER_EVENT's bytes rule (0: none) */
+  guint64 used_high;    /* the statistics' used_high: lowered by a reset, raised by a stats read */
+  guint64 used_peak;    /* the most bytes in use at an allocation since the arena was made, what
+                         * placement decisions read (arena_stable_may_lend()): neither a stats reset
+                         * nor a read changes a decision */
   Chunk *chunks;
   guint64 created, remapped, released, settles, oom_flushes, misses, large_allocs;
   guint64 moved;          /* granules whose memory a resize moved (remapped, not copied) */

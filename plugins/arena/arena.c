@@ -91,6 +91,12 @@ static const MemresOptionSpec arena_options[] = {
     "extent back without heap work or a driver call; every other placement flushes them into "
     "the heap first (docs/arena.md)",
     NULL, 0, 0 },
+  { "event_bytes", MEMRES_OPTION_SIZE, "64MiB",
+    "free bytes of large closes on the legacy default stream (with the free ranges they join) "
+    "after which the event they share is recorded (cuEventRecord), so that they settle while "
+    "later work is queued; 0: only at every 16th close or when a placement needs it (fewer "
+    "records, later settling; docs/arena.md)",
+    NULL, 0, 0 },
   { "check", MEMRES_OPTION_BOOL, "false",
     "for tests: the counters add heap_errors, the disagreements of a full check of the free "
     "ranges' indexes, which walks every free range at each read of the counters (a snapshot "
@@ -121,6 +127,7 @@ arena_setup_options (Arena *self, const MemresOptions *options, GError **error)
   self->chunk_size = (gsize) chunk;
   self->release_threshold = memres_options_get_size (options, "release_threshold");
   self->park = memres_options_get_bool (options, "park");
+  self->event_bytes = memres_options_get_size (options, "event_bytes");
   self->heap_check = memres_options_get_bool (options, "check");
   self->exportable = g_strcmp0 (memres_options_get_string (options, "handle_type"), "none") != 0;
   self->export_min = memres_options_get_size (options, "export_min");
