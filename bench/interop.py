@@ -20,7 +20,8 @@ library's default), and asks them in turn, repetition by repetition, to time:
                  device waited between them
   empty-del      torch.empty(n, device="cuda") then del, n cycling 1 KiB .. 16 MiB (per pair)
 --torch-conf CONF adds a third worker, torch's allocator under PYTORCH_CUDA_ALLOC_CONF=CONF
-(expandable_segments:True, say), reported against torch's default the same way.
+(expandable_segments:True, say), reported against torch's default the same way; each --also SPEC
+one more memres worker on resource SPEC (two memres configurations compared in the same rounds).
 Each repetition gives a median per worker; the memres/torch ratio is the median over the
 repetitions of memres's median over torch's in the same repetition (paired), with its
 quartiles. Prints a Markdown table for bench/RESULTS.md.
@@ -181,15 +182,17 @@ def worker(kind, quick):
 
 
 class Worker:
-    def __init__(self, kind, quick, conf=None):
+    def __init__(self, kind, quick, conf=None, spec=None):
         args = [sys.executable, os.path.abspath(__file__), "--worker",
-                "memres" if kind == "memres" else "torch"]
+                "memres" if kind.startswith("memres") else "torch"]
         if quick:
             args.append("--quick")
         env = dict(os.environ)
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
         if conf:
             env["PYTORCH_CUDA_ALLOC_CONF"] = conf
+        if spec:
+            env["MEMRES_ALLOCATOR_RESOURCE"] = spec
         self.kind = kind
         self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   env=env)
@@ -247,6 +250,10 @@ def main():
                     "worker at a time (each alone on the device: cuMemGetInfo over its baseline)")
     ap.add_argument("--torch-conf", help="a third worker: torch's allocator under "
                     "PYTORCH_CUDA_ALLOC_CONF=TORCH_CONF")
+    ap.add_argument("--also", action="append", default=[], metavar="SPEC",
+                    help="one more memres worker (memres2, memres3, ...) on resource SPEC, in the "
+                    "same rounds and paired with torch the same way (repeatable; not with "
+                    "--memory)")
     args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.quick)
@@ -278,6 +285,10 @@ def main():
     kinds = ["torch", "memres"]
     if args.torch_conf:
         kinds.append("torch-conf")
+    also = {f"memres{i + 2}": s for i, s in enumerate(args.also)}
+    if also and args.memory:
+        ap.error("--also is not for --memory")
+    kinds += list(also)
     if args.memory:
         held = {}
         for k in kinds:  # one at a time: each alone on the device
@@ -294,8 +305,8 @@ def main():
         return
     steps = {w: [] for w in kinds}  # each repetition's step times, in order
     counts = []  # the memres worker's counters, per step of each repetition
-    workers = {k: Worker(k, args.quick, args.torch_conf if k == "torch-conf" else None)
-               for k in kinds}
+    workers = {k: Worker(k, args.quick, args.torch_conf if k == "torch-conf" else None,
+                         also.get(k)) for k in kinds}
     results = {w: {k: [] for k in units} for w in workers}
     for rep in range(reps):
         order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]  # each goes first in turn
@@ -319,6 +330,7 @@ def main():
           "repetitions, each worker going first in turn.\n")
     others = [k for k in kinds if k != "torch"]
     names = {"memres": "memres", "torch-conf": f"torch `{args.torch_conf}`"}
+    names.update({k: f"memres `{s}`" for k, s in also.items()})
     print("| workload | torch | " + " | ".join(
         f"{names[k]} | {names[k]}/torch (paired median, q1-q3)" for k in others) + " |")
     print("| --- | ---: |" + " ---: | ---: |" * len(others))
@@ -331,7 +343,7 @@ def main():
             m = statistics.median(results[k][what])
             ratios = [a / b for a, b in zip(results[k][what], results["torch"][what])]
             q1, med, q3 = quartiles(ratios)
-            key = "memres" if k == "memres" else "torch_conf"
+            key = {"memres": "memres", "torch-conf": "torch_conf"}.get(k, k)
             row.update({key: m, f"{key}_ratio": med, f"{key}_ratio_q1": q1,
                         f"{key}_ratio_q3": q3})
             if k == "memres":
@@ -342,7 +354,8 @@ def main():
     print("\nA ratio below 1 means memres is faster.")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"gpu": gpu, "spec": spec, "torch_conf": args.torch_conf, "reps": reps,
+            json.dump({"gpu": gpu, "spec": spec, "torch_conf": args.torch_conf, "also": also,
+                       "reps": reps,
                        "only": args.only, "rows": rows, "steps": steps, "counts": counts}, f,
                       indent=1)
 
