@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <string.h>
+#include <sys/resource.h>
 #include "testutil-vmm.h"
 
 static void
@@ -114,6 +115,60 @@ test_allocate_huge (void)
   if (mt_driver_is_fake ())
     g_assert_cmpint (mt_fake_call_count ("cuMemAddressReserve"), ==, reserves);
   mt_assert_fake_counts_equal (&base);
+}
+
+/* Requests far beyond any memory that reach the kind (1 PiB, G_MAXSSIZE) fail at the driver
+ * without a table sized by them: with the process's data limit (RLIMIT_DATA) 256 MiB over what
+ * it uses, each fails with MEMRES_ERROR_OUT_OF_MEMORY naming a driver call, where a chunk table
+ * of 12 GiB and 96 TiB failed as "cannot track" here and, on a host that overcommits, was
+ * written whole by MALLOC_PERTURB_ until the OOM killer ended peers-fake on the H100. The
+ * resource serves afterwards. */
+static void
+test_allocate_huge_table (void)
+{
+  static const gsize huge[] = { (gsize) 1 << 50, G_MAXSSIZE };
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *status = NULL;
+  MemresBuffer *buf;
+  struct rlimit was, lowered;
+  const char *data;
+  guint64 kib;
+
+#if defined(__SANITIZE_ADDRESS__)
+  g_test_skip ("AddressSanitizer's allocator does not keep to RLIMIT_DATA");
+  return;
+#endif
+  if (!require_device ())
+    return;
+  mr = mt_new_printf_ok ("vmm");
+  g_assert_true (g_file_get_contents ("/proc/self/status", &status, NULL, NULL));
+  g_assert_nonnull (data = strstr (status, "VmData:"));
+  kib = g_ascii_strtoull (data + strlen ("VmData:"), NULL, 10);
+  g_assert_cmpuint (kib, >, 0);
+  g_assert_cmpint (getrlimit (RLIMIT_DATA, &was), ==, 0);
+  lowered = was;
+  lowered.rlim_cur = (rlim_t) (kib * 1024 + (G_GUINT64_CONSTANT (256) << 20));
+  if (was.rlim_cur != RLIM_INFINITY && was.rlim_cur < lowered.rlim_cur)
+    lowered.rlim_cur = was.rlim_cur;
+  g_assert_cmpint (setrlimit (RLIMIT_DATA, &lowered), ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (huge); i++)
+    {
+      /* a real driver may reserve 1 PiB of address space: the device filled first */
+      if (!mt_driver_is_fake () && huge[i] < G_MAXSSIZE)
+        continue;
+      g_assert_null (memres_resource_allocate (mr, huge[i], NULL, &error));
+      g_test_message ("%" G_GSIZE_FORMAT ": %s", huge[i], error->message);
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+      g_assert_nonnull (strstr (error->message, "cuMem"));
+      g_assert_null (strstr (error->message, "cannot track"));
+      g_clear_error (&error);
+    }
+  g_assert_cmpint (setrlimit (RLIMIT_DATA, &was), ==, 0);
+  buf = memres_resource_allocate (mr, 4096, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (memres_buffer_get_size (buf), >=, 4096);
+  close_buffer (buf);
 }
 
 /* location=host and host_numa: the CPU uses the pointer, the device sees the same bytes. */
@@ -594,6 +649,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/allocate/rounding", test_allocate_rounding);
   g_test_add_func ("/vmm/allocate/minimum-granularity", test_allocate_minimum_granularity);
   g_test_add_func ("/vmm/allocate/huge", test_allocate_huge);
+  g_test_add_func ("/vmm/allocate/huge-table", test_allocate_huge_table);
   g_test_add_func ("/vmm/allocate/host", test_allocate_host);
   g_test_add_func ("/vmm/allocate/host-numa", test_allocate_host_numa);
   g_test_add_func ("/vmm/close/returns-memory", test_close_returns_memory);

@@ -54,11 +54,18 @@ vmm_array_reserve (gpointer *array, gsize *cap, gsize n, gsize n_more, gsize elt
   return TRUE;
 }
 
-/* Room for the chunks of @bytes more memory (one more per reservation boundary crossed). */
+/* The chunks _vmm_reserve_chunks() makes room for at most; _vmm_create_chunks() grows the table
+ * past them as it creates chunks. */
+#define VMM_CHUNKS_AHEAD 4096
+
+/* Room for the chunks of @bytes more memory (one more per reservation boundary crossed), up to
+ * VMM_CHUNKS_AHEAD: a request far beyond any memory (1 PiB, 8 EiB) fails at the driver, not
+ * by sizing a table by it (under meson's MALLOC_PERTURB_ malloc writes every byte of what it
+ * returns: 96 TiB for 8 EiB on a host that overcommits, until the OOM killer ended the test). */
 gboolean
 _vmm_reserve_chunks (VmmResource *self, VmmBuffer *buf, gsize bytes, GError **error)
 {
-  gsize n_more = bytes / self->chunk + 1 + buf->n_ranges;
+  gsize n_more = MIN (bytes / self->chunk + 1 + buf->n_ranges, VMM_CHUNKS_AHEAD);
 
   return vmm_array_reserve ((gpointer *) &buf->chunks, &buf->chunks_cap, buf->n_chunks, n_more,
                             sizeof (VmmChunk), error);
@@ -286,9 +293,9 @@ _vmm_retain_chunks_or_warn (VmmResource *self, VmmBuffer *buf, gsize first, gsiz
 
 /* Creates the physical memory for the bytes [buf->mapped, @end) of @space in chunks of at most
  * the resource's chunk size, none across a reservation boundary, and maps each one at its offset.
- * Appends the chunks to @buf (the caller made room for them) and leaves buf->mapped alone. On
- * failure releases what it created, leaving @buf as it was. Per chunk: one cuMemCreate and one
- * cuMemMap, nothing else. */
+ * Appends the chunks to @buf (the table grown where the room the caller made runs out) and leaves
+ * buf->mapped alone. On failure releases what it created, leaving @buf as it was (its table
+ * perhaps larger). Per chunk: one cuMemCreate and one cuMemMap, nothing else. */
 gboolean
 _vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end, GError **error)
 {
@@ -298,12 +305,18 @@ _vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end
   gsize r = 0;
   const char *call = NULL, *doing = NULL, *what = "";
   CUresult res = CUDA_SUCCESS;
+  GError *grow = NULL;
   gsize bytes;
 
   while (offset < end)
     {
-      VmmChunk *c = &buf->chunks[buf->n_chunks];
+      VmmChunk *c;
       gsize range_end;
+
+      if (!vmm_array_reserve ((gpointer *) &buf->chunks, &buf->chunks_cap, buf->n_chunks, 1,
+                              sizeof (VmmChunk), &grow))
+        break;
+      c = &buf->chunks[buf->n_chunks];
 
       while (space.ranges[r].ptr - base + space.ranges[r].size <= offset)
         r++;
@@ -332,12 +345,18 @@ _vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end
       buf->n_chunks++;
       offset += c->size;
     }
-  if (call == NULL)
+  if (call == NULL && grow == NULL)
     return TRUE;
 
-  bytes = buf->chunks[buf->n_chunks].size; /* the chunk that failed, not counted */
+  /* the chunk that failed, not counted */
+  bytes = grow == NULL ? buf->chunks[buf->n_chunks].size : 0;
   _vmm_unmap_or_warn (self, space, buf->mapped, offset);
   vmm_release_chunks_or_warn (self, buf, first);
+  if (grow != NULL)
+    {
+      g_propagate_error (error, grow);
+      return FALSE;
+    }
   return vmm_call_failed (error, res, call, doing, bytes, what);
 }
 
