@@ -95,7 +95,7 @@ test_huge_then_usable (void)
 
 #if defined(__SANITIZE_ADDRESS__)
   /* its allocator aborts the process on a request past its maximum instead of failing (host's
-   * posix_memalign, vmm's table of chunks) */
+   * posix_memalign; vmm's table of chunks was sized by the request before 214791e) */
   first = 2;
 #endif
   /* on the real driver not every kind refuses 1 PiB at once (conformance's out-of-memory/1pib
