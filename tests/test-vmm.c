@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <string.h>
+#include <dlfcn.h>
 #include <sys/resource.h>
 #include "testutil-vmm.h"
 
@@ -169,6 +170,44 @@ test_allocate_huge_table (void)
   g_assert_no_error (error);
   g_assert_cmpuint (memres_buffer_get_size (buf), >=, 4096);
   close_buffer (buf);
+}
+
+/* More chunks than the table is made room for ahead (4,096: vmm-memory.c): it grows as they are
+ * created. The fake's granularity lowered to 64 KiB (fakecuda_set_granularity()), a buffer of
+ * 4,097 chunks of 64 KiB: 4,097 cuMemCreate, its last bytes written and read back; closed,
+ * nothing left. */
+static void
+test_allocate_many_chunks (void)
+{
+  void (*set_granularity) (size_t, size_t);
+  gsize minimum, recommended, g = 64 * 1024;
+  g_autoptr (MemresResource) mr = NULL;
+  FakeCudaCounts base;
+  MemresBuffer *buf;
+  void *fake;
+  long creates;
+
+  if (!require_device () || !mt_require_fake ("sets the fake's granularity"))
+    return;
+  g_assert_nonnull (fake = dlopen (mt_driver ()->path, RTLD_NOW | RTLD_NOLOAD));
+  g_assert_nonnull (set_granularity
+                    = (void (*) (size_t, size_t)) dlsym (fake, "fakecuda_set_granularity"));
+  minimum = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  recommended = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  set_granularity (g, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=64KiB");
+  creates = mt_fake_call_count ("cuMemCreate");
+  buf = allocate (mr, 4097 * g);
+  g_assert_cmpint (mt_fake_call_count ("cuMemCreate") - creates, ==, 4097);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 4097 * g);
+  mt_write_pattern (buf, 4096 * g, g, 41, NULL);
+  mt_check_pattern (buf, 4096 * g, g, 41, NULL);
+  close_buffer (buf);
+  g_clear_pointer (&mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+  set_granularity (minimum, recommended);
+  dlclose (fake);
 }
 
 /* location=host and host_numa: the CPU uses the pointer, the device sees the same bytes. */
@@ -650,6 +689,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/allocate/minimum-granularity", test_allocate_minimum_granularity);
   g_test_add_func ("/vmm/allocate/huge", test_allocate_huge);
   g_test_add_func ("/vmm/allocate/huge-table", test_allocate_huge_table);
+  g_test_add_func ("/vmm/allocate/many-chunks", test_allocate_many_chunks);
   g_test_add_func ("/vmm/allocate/host", test_allocate_host);
   g_test_add_func ("/vmm/allocate/host-numa", test_allocate_host_numa);
   g_test_add_func ("/vmm/close/returns-memory", test_close_returns_memory);
