@@ -3,6 +3,7 @@
  * real one (suite gpu). */
 #include "testutil.h"
 
+#include <dlfcn.h>
 #include <string.h>
 #include "testutil-vmm.h"
 
@@ -580,6 +581,85 @@ test_grow_from_empty_tagged (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* --- many chunks --------------------------------------------------------------------------- */
+
+/* A growth by more chunks than _vmm_reserve_chunks() makes room for ahead (4,096: vmm-memory.c):
+ * the table grows as the chunks are created. The fake's granularity lowered to 64 KiB
+ * (fakecuda_set_granularity(), as /vmm/allocate/many-chunks), a buffer of 10 chunks grown to
+ * 5,000. Before, cuMemCreate and then cuMemMap fail at the 4,190th chunk of the growth (past the
+ * room made ahead, so after the table grew): each time the buffer is as it was (10 chunks, its
+ * bytes), nothing of the growth left (the fake's counts); then the growth succeeds (4,990
+ * cuMemCreate), the bytes before and after chunk 4,096 read back, a shrink back to 10 chunks
+ * releases 4,990 handles, nothing left after the close. */
+static void
+test_grow_many_chunks (void)
+{
+  void (*set_granularity) (size_t, size_t);
+  gsize minimum, recommended, g = 64 * 1024;
+  const char *calls[] = { "cuMemCreate", "cuMemMap" };
+  g_autoptr (MemresResource) mr = NULL;
+  FakeCudaCounts base, before, now;
+  MemresBuffer *buf;
+  guint64 address;
+  void *fake;
+  long creates;
+
+  if (!require_device () || !mt_require_fake ("sets the fake's granularity"))
+    return;
+  g_assert_nonnull (fake = dlopen (mt_driver ()->path, RTLD_NOW | RTLD_NOLOAD));
+  g_assert_nonnull (set_granularity
+                    = (void (*) (size_t, size_t)) dlsym (fake, "fakecuda_set_granularity"));
+  minimum = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  recommended = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  set_granularity (g, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=64KiB");
+  buf = allocate (mr, 10 * g);
+  address = memres_buffer_get_address (buf);
+  write_pattern (buf, 0, 10 * g, 51);
+  mt_fake_get_counts (&before);
+
+  for (guint i = 0; i < G_N_ELEMENTS (calls); i++)
+    {
+      g_autoptr (GError) error = NULL;
+
+      mt_fake_fail_call (calls[i], 4190, CUDA_ERROR_OUT_OF_MEMORY);
+      g_assert_false (memres_buffer_resize (buf, 5000 * g, NULL, &error));
+      mt_fake_reset_faults ();
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+      g_assert_nonnull (strstr (error->message, calls[i]));
+      g_assert_cmpuint (memres_buffer_get_size (buf), ==, 10 * g);
+      g_assert_cmphex (memres_buffer_get_address (buf), ==, address);
+      mt_fake_get_counts (&now);
+      g_assert_cmpint (now.physical_handles, ==, before.physical_handles);
+      g_assert_cmpint (now.mappings, ==, before.mappings);
+      g_assert_cmpint (now.reservations, ==, before.reservations);
+      check_pattern (buf, 0, 10 * g, 51);
+    }
+
+  creates = mt_fake_call_count ("cuMemCreate");
+  resize (buf, 5000 * g);
+  g_assert_cmpint (mt_fake_call_count ("cuMemCreate") - creates, ==, 4990);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 5000 * g);
+  check_pattern (buf, 0, 10 * g, 51);
+  write_pattern (buf, 4095 * g, 2 * g, 52);
+  write_pattern (buf, 4999 * g, g, 53);
+  check_pattern (buf, 4095 * g, 2 * g, 52);
+  check_pattern (buf, 4999 * g, g, 53);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.physical_handles, ==, before.physical_handles + 4990);
+
+  resize (buf, 10 * g);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.physical_handles, ==, before.physical_handles);
+  check_pattern (buf, 0, 10 * g, 51);
+  close_buffer (buf);
+  g_clear_pointer (&mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+  set_granularity (minimum, recommended);
+  dlclose (fake);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -593,6 +673,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/grow/rollback-deinitialized", test_rollback_deinitialized);
   g_test_add_func ("/vmm/grow/from-empty", test_grow_from_empty);
   g_test_add_func ("/vmm/grow/from-empty-tagged", test_grow_from_empty_tagged);
+  g_test_add_func ("/vmm/grow/many-chunks", test_grow_many_chunks);
   g_test_add_func ("/vmm/shrink/chunks", test_shrink);
   g_test_add_func ("/vmm/shrink/partial-chunk", test_shrink_partial_chunk);
   g_test_add_func ("/vmm/shrink/to-zero", test_shrink_to_zero);
