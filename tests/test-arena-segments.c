@@ -252,6 +252,7 @@ typedef struct
   MemresStream stream;
   gsize g;
   gboolean lend; /* lend instead of resize */
+  gboolean trim; /* shrink in place and trim again instead */
   gboolean entered;
   MemresBuffer *taken, *lent;
 } Taker;
@@ -270,6 +271,15 @@ taker_cb (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *seg
   /* the two pinned granules: the only free bytes with memory */
   t->taken = mt_alloc_ok (t->mr, 2 * t->g, t->stream);
   mt_write_pattern (t->taken, 0, 2 * t->g, 38, t->stream);
+  if (t->trim)
+    {
+      /* its second granule freed by a shrink in place (held by the pin alone again), then a
+       * trim inside the trim: neither pinned granule is idle, so it raises no event of its own */
+      MT_CHECK (memres_buffer_resize (t->taken, t->g, t->stream, &error));
+      mt_sync_ok (t->stream);
+      trim_ok (t->mr);
+      return;
+    }
   if (!t->lend)
     {
       /* w follows: no growing in place */
@@ -295,7 +305,7 @@ assert_granules_found (MemresResource *mr, guint64 base, guint n, gsize g)
 }
 
 static void
-taken_while_unmapping (gboolean lend)
+taken_while_unmapping (gboolean lend, gboolean trim)
 {
   g_autoptr (MemresResource) mr = NULL;
   g_autoptr (GError) error = NULL;
@@ -313,6 +323,7 @@ taken_while_unmapping (gboolean lend)
   t.stream = (MemresStream) s;
   t.g = gran (mr);
   t.lend = lend;
+  t.trim = trim;
   x = mt_alloc_ok (mr, 2 * t.g, NULL);
   w = mt_alloc_ok (mr, t.g, NULL);
   a = memres_buffer_get_address (x);
@@ -326,8 +337,22 @@ taken_while_unmapping (gboolean lend)
   /* the pinned granules kept their memory: taken meanwhile (then freed, or copied away) */
   g_assert_cmpuint (counter (mr, "granules_lent"), ==, 0);
   g_assert_cmpuint (counter (mr, "granules_reaped"), ==, 0);
-  assert_granules_found (mr, a, 3, t.g);
-  if (lend)
+  if (!trim)
+    assert_granules_found (mr, a, 3, t.g);
+  if (trim)
+    {
+      /* the first granule kept for the buffer, its bytes; the second, its free bytes settled by
+       * the inner trim (held by the pin alone), unmapped by the outer one, once */
+      g_assert_cmphex (memres_buffer_get_address (t.taken), ==, a);
+      g_assert_cmpuint (memres_buffer_get_size (t.taken), ==, t.g);
+      assert_granules_found (mr, a, 1, t.g);
+      assert_granules_found (mr, a + 2 * t.g, 1, t.g);
+      mt_check_pattern (t.taken, 0, t.g, 38, t.stream);
+      assert_missing (a + t.g + t.g / 2);
+      g_assert_cmpuint (counter (mr, "physical"), ==, 2 * t.g);
+      mt_close_ok (t.taken, t.stream);
+    }
+  else if (lend)
     {
       g_assert_nonnull (t.lent);
       assert_granules_found (mr, memres_buffer_get_address (t.lent), 3, t.g);
@@ -357,13 +382,19 @@ taken_while_unmapping (gboolean lend)
 static void
 test_taken_resize (void)
 {
-  taken_while_unmapping (FALSE);
+  taken_while_unmapping (FALSE, FALSE);
 }
 
 static void
 test_taken_lend (void)
 {
-  taken_while_unmapping (TRUE);
+  taken_while_unmapping (TRUE, FALSE);
+}
+
+static void
+test_taken_trim (void)
+{
+  taken_while_unmapping (FALSE, TRUE);
 }
 
 int
@@ -376,5 +407,6 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/segments/slab-tails", test_slab_tails);
   g_test_add_func ("/arena/segments/taken-while-unmapping/resize", test_taken_resize);
   g_test_add_func ("/arena/segments/taken-while-unmapping/lend", test_taken_lend);
+  g_test_add_func ("/arena/segments/taken-while-unmapping/trim", test_taken_trim);
   return g_test_run ();
 }
