@@ -198,6 +198,26 @@ test_legacy_batch_bytes (void)
   legacy_batch_run ("arena:event_bytes=0", 20, 8 * MiB, 1);
 }
 
+/* event_bytes at its edges: 1 records the shared event at every large close (each one frees at
+ * least a byte), the largest size never (as 0: only at the 16th close), place=stable alike; bad
+ * values are refused naming the option. */
+static void
+test_legacy_batch_bytes_edges (void)
+{
+  g_test_summary ("event_bytes=1 records at every close, event_bytes=16EiB-1 as 0; bad values "
+                  "refused");
+  legacy_batch_run ("arena:event_bytes=1", 20, 8 * MiB, 20);
+  legacy_batch_run ("arena:event_bytes=18446744073709551615", 20, 8 * MiB, 1);
+  legacy_batch_run ("arena:place=stable,event_bytes=1", 20, 8 * MiB, 20);
+  legacy_batch_run ("arena:place=stable,event_bytes=0", 20, 8 * MiB, 1);
+  mt_new_fails ("arena:event_bytes=-1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "event_bytes");
+  mt_new_fails ("arena:event_bytes=lots", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "event_bytes");
+  mt_new_fails ("arena:event_bytes=17EiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "event_bytes");
+  mt_new_fails ("arena:event_bytes=", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "event_bytes");
+}
+
 /* A close on a stream already destroyed: the driver's error (the event cannot be recorded on
  * it), the buffer still open with its bytes, closed afterwards on a live stream; nothing leaks. */
 static void
@@ -250,6 +270,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena-streams/legacy-batch", test_legacy_batch);
   g_test_add_func ("/arena-streams/legacy-batch-long", test_legacy_batch_long);
   g_test_add_func ("/arena-streams/legacy-batch-bytes", test_legacy_batch_bytes);
+  g_test_add_func ("/arena-streams/legacy-batch-bytes-edges", test_legacy_batch_bytes_edges);
   g_test_add_func ("/arena-streams/close-on-destroyed", test_close_on_destroyed);
   return g_test_run ();
 }
