@@ -210,6 +210,77 @@ test_allocate_many_chunks (void)
   dlclose (fake);
 }
 
+/* A tag's buffer of more chunks than the table is made room for ahead sleeps and wakes whole:
+ * 4,097 chunks of 64 KiB (the fake's granularity lowered, as /vmm/allocate/many-chunks). The
+ * sleep (backup) gives back 4,097 handles, a wake whose 4,097th cuMemCreate fails is refused with
+ * the driver's error and leaves the tag asleep with nothing of it left, then the wake recreates
+ * all 4,097 and restores the bytes around chunk 4,096 and of the last. */
+static void
+test_sleep_many_chunks (void)
+{
+  void (*set_granularity) (size_t, size_t);
+  gsize minimum, recommended, g = 64 * 1024;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  g_autoptr (GError) error = NULL;
+  FakeCudaCounts base, awake, asleep, now;
+  MemresBuffer *buf;
+  guint64 address;
+  void *fake;
+
+  if (!require_device () || !mt_require_fake ("sets the fake's granularity"))
+    return;
+  g_assert_nonnull (fake = dlopen (mt_driver ()->path, RTLD_NOW | RTLD_NOLOAD));
+  g_assert_nonnull (set_granularity
+                    = (void (*) (size_t, size_t)) dlsym (fake, "fakecuda_set_granularity"));
+  minimum = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  recommended = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  set_granularity (g, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=64KiB");
+  g_assert_true (memres_tag_push ("vmm-many", &error));
+  buf = allocate (mr, 4097 * g);
+  g_assert_true (memres_tag_pop ("vmm-many", &error));
+  g_assert_no_error (error);
+  address = memres_buffer_get_address (buf);
+  mt_write_pattern (buf, 0, g, 61, NULL);
+  mt_write_pattern (buf, 4095 * g, 2 * g, 62, NULL);
+  mt_fake_get_counts (&awake);
+  policy = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, &error);
+  g_assert_no_error (error);
+
+  g_assert_true (memres_resource_sleep (mr, "vmm-many", policy, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_is_asleep (buf));
+  mt_fake_get_counts (&asleep);
+  g_assert_cmpint (asleep.physical_handles, ==, awake.physical_handles - 4097);
+
+  mt_fake_fail_call ("cuMemCreate", 4097, CUDA_ERROR_OUT_OF_MEMORY);
+  g_assert_false (memres_resource_wake (mr, "vmm-many", NULL, &error));
+  mt_fake_reset_faults ();
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "cuMemCreate"));
+  g_clear_error (&error);
+  g_assert_true (memres_buffer_is_asleep (buf));
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.physical_handles, ==, asleep.physical_handles);
+  g_assert_cmpint (now.mappings, ==, asleep.mappings);
+
+  g_assert_true (memres_resource_wake (mr, "vmm-many", NULL, &error));
+  g_assert_no_error (error);
+  g_assert_false (memres_buffer_is_asleep (buf));
+  g_assert_cmphex (memres_buffer_get_address (buf), ==, address);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.physical_handles, ==, awake.physical_handles);
+  mt_check_pattern (buf, 0, g, 61, NULL);
+  mt_check_pattern (buf, 4095 * g, 2 * g, 62, NULL);
+  close_buffer (buf);
+  g_clear_pointer (&mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+  set_granularity (minimum, recommended);
+  dlclose (fake);
+}
+
 /* location=host and host_numa: the CPU uses the pointer, the device sees the same bytes. */
 static void
 check_host_location (const char *spec)
@@ -690,6 +761,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/allocate/huge", test_allocate_huge);
   g_test_add_func ("/vmm/allocate/huge-table", test_allocate_huge_table);
   g_test_add_func ("/vmm/allocate/many-chunks", test_allocate_many_chunks);
+  g_test_add_func ("/vmm/sleep/many-chunks", test_sleep_many_chunks);
   g_test_add_func ("/vmm/allocate/host", test_allocate_host);
   g_test_add_func ("/vmm/allocate/host-numa", test_allocate_host_numa);
   g_test_add_func ("/vmm/close/returns-memory", test_close_returns_memory);
