@@ -397,6 +397,92 @@ test_taken_trim (void)
   taken_while_unmapping (FALSE, TRUE);
 }
 
+/* Inside the first "about to be unmapped" callback of a sleep (arena_granules_sleep(), parts.lock
+ * dropped; its granules are not pinned but held by sleeping bytes alone): an allocation under the
+ * sleeping tag (refused or served), a trim, and an untagged buffer of a granule written and
+ * closed. None raises a second event for the sleeping granules: after the sleep every granule
+ * with memory is a segment, and the wake gives the buffer its bytes back. */
+typedef struct
+{
+  MemresResource *mr;
+  gsize g;
+  gboolean entered;
+  gboolean tagged_served;
+} Sleeper;
+
+static void
+sleeper_cb (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *seg,
+            guint64 previous, gpointer data)
+{
+  Sleeper *t = data;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *b;
+
+  if (event != MEMRES_SEGMENT_UNMAPPING || t->entered)
+    return;
+  t->entered = TRUE;
+  /* the sleeping tag's free bytes in its last granule */
+  g_assert_true (memres_tag_push ("bm-sleeper", NULL));
+  b = memres_resource_allocate (t->mr, t->g / 4, NULL, &error);
+  g_assert_true (memres_tag_pop ("bm-sleeper", NULL));
+  if (b != NULL)
+    {
+      t->tagged_served = TRUE;
+      mt_write_pattern (b, 0, t->g / 4, 44, NULL);
+      mt_close_ok (b, NULL);
+    }
+  g_clear_error (&error);
+  trim_ok (t->mr);
+  b = mt_alloc_ok (t->mr, t->g, NULL);
+  mt_write_pattern (b, 0, t->g, 45, NULL);
+  mt_check_pattern (b, 0, t->g, 45, NULL);
+  mt_close_ok (b, NULL);
+}
+
+static void
+test_taken_sleep (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  g_autoptr (GError) error = NULL;
+  Sleeper t = { 0 };
+  MemresBuffer *x, *w;
+  guint id;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("arena");
+  t.mr = mr;
+  t.g = gran (mr);
+  g_assert_true (memres_tag_push ("bm-sleeper", NULL));
+  x = mt_alloc_ok (mr, 2 * t.g + t.g / 2, NULL);
+  g_assert_true (memres_tag_pop ("bm-sleeper", NULL));
+  w = mt_alloc_ok (mr, t.g, NULL);
+  mt_write_pattern (x, 0, memres_buffer_get_size (x), 43, NULL);
+  mt_sync_ok (NULL);
+  id = memres_resource_subscribe_segments (mr, sleeper_cb, &t, NULL, &error);
+  g_assert_no_error (error);
+  policy = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, &error);
+  g_assert_no_error (error);
+
+  g_assert_true (memres_resource_sleep (mr, "bm-sleeper", policy, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (t.entered);
+  g_test_message ("an allocation under the sleeping tag inside the callback: %s",
+                  t.tagged_served ? "served" : "refused");
+  g_assert_cmpuint (count_segments (mr) * t.g, ==, counter (mr, "physical"));
+  unsubscribe (mr, id);
+  g_assert_true (memres_resource_wake (mr, "bm-sleeper", NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (count_segments (mr) * t.g, ==, counter (mr, "physical"));
+  mt_check_pattern (x, 0, memres_buffer_get_size (x), 43, NULL);
+  mt_close_ok (x, NULL);
+  mt_close_ok (w, NULL);
+  mt_sync_ok (NULL);
+  trim_ok (mr);
+  g_assert_cmpuint (count_segments (mr), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -408,5 +494,6 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/segments/taken-while-unmapping/resize", test_taken_resize);
   g_test_add_func ("/arena/segments/taken-while-unmapping/lend", test_taken_lend);
   g_test_add_func ("/arena/segments/taken-while-unmapping/trim", test_taken_trim);
+  g_test_add_func ("/arena/segments/taken-while-unmapping/sleep", test_taken_sleep);
   return g_test_run ();
 }
