@@ -3,7 +3,6 @@
  * real one (suite gpu). */
 #include "testutil.h"
 
-#include <dlfcn.h>
 #include <string.h>
 #include "testutil-vmm.h"
 
@@ -594,24 +593,18 @@ test_grow_from_empty_tagged (void)
 static void
 test_grow_many_chunks (void)
 {
-  void (*set_granularity) (size_t, size_t);
-  gsize minimum, recommended, g = 64 * 1024;
+  VmmGranularity saved;
+  gsize g = 64 * 1024;
   const char *calls[] = { "cuMemCreate", "cuMemMap" };
   g_autoptr (MemresResource) mr = NULL;
   FakeCudaCounts base, before, now;
   MemresBuffer *buf;
   guint64 address;
-  void *fake;
   long creates;
 
   if (!require_device () || !mt_require_fake ("sets the fake's granularity"))
     return;
-  g_assert_nonnull (fake = dlopen (mt_driver ()->path, RTLD_NOW | RTLD_NOLOAD));
-  g_assert_nonnull (set_granularity
-                    = (void (*) (size_t, size_t)) dlsym (fake, "fakecuda_set_granularity"));
-  minimum = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  recommended = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-  set_granularity (g, g);
+  vmm_granularity_lower (&saved, g);
   mt_fake_counts_begin (&base);
   mr = mt_new_printf_ok ("vmm:chunk=64KiB");
   buf = allocate (mr, 10 * g);
@@ -656,8 +649,7 @@ test_grow_many_chunks (void)
   close_buffer (buf);
   g_clear_pointer (&mr, memres_resource_unref);
   mt_assert_fake_counts_equal (&base);
-  set_granularity (minimum, recommended);
-  dlclose (fake);
+  vmm_granularity_restore (&saved);
 }
 
 int

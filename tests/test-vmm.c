@@ -4,7 +4,6 @@
 #include "testutil.h"
 
 #include <string.h>
-#include <dlfcn.h>
 #include <sys/resource.h>
 #include "testutil-vmm.h"
 
@@ -179,22 +178,16 @@ test_allocate_huge_table (void)
 static void
 test_allocate_many_chunks (void)
 {
-  void (*set_granularity) (size_t, size_t);
-  gsize minimum, recommended, g = 64 * 1024;
+  VmmGranularity saved;
+  gsize g = 64 * 1024;
   g_autoptr (MemresResource) mr = NULL;
   FakeCudaCounts base;
   MemresBuffer *buf;
-  void *fake;
   long creates;
 
   if (!require_device () || !mt_require_fake ("sets the fake's granularity"))
     return;
-  g_assert_nonnull (fake = dlopen (mt_driver ()->path, RTLD_NOW | RTLD_NOLOAD));
-  g_assert_nonnull (set_granularity
-                    = (void (*) (size_t, size_t)) dlsym (fake, "fakecuda_set_granularity"));
-  minimum = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  recommended = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-  set_granularity (g, g);
+  vmm_granularity_lower (&saved, g);
   mt_fake_counts_begin (&base);
   mr = mt_new_printf_ok ("vmm:chunk=64KiB");
   creates = mt_fake_call_count ("cuMemCreate");
@@ -206,8 +199,7 @@ test_allocate_many_chunks (void)
   close_buffer (buf);
   g_clear_pointer (&mr, memres_resource_unref);
   mt_assert_fake_counts_equal (&base);
-  set_granularity (minimum, recommended);
-  dlclose (fake);
+  vmm_granularity_restore (&saved);
 }
 
 /* A tag's buffer of more chunks than the table is made room for ahead sleeps and wakes whole:
@@ -218,24 +210,18 @@ test_allocate_many_chunks (void)
 static void
 test_sleep_many_chunks (void)
 {
-  void (*set_granularity) (size_t, size_t);
-  gsize minimum, recommended, g = 64 * 1024;
+  VmmGranularity saved;
+  gsize g = 64 * 1024;
   g_autoptr (MemresResource) mr = NULL;
   g_autoptr (MemresSleepPolicy) policy = NULL;
   g_autoptr (GError) error = NULL;
   FakeCudaCounts base, awake, asleep, now;
   MemresBuffer *buf;
   guint64 address;
-  void *fake;
 
   if (!require_device () || !mt_require_fake ("sets the fake's granularity"))
     return;
-  g_assert_nonnull (fake = dlopen (mt_driver ()->path, RTLD_NOW | RTLD_NOLOAD));
-  g_assert_nonnull (set_granularity
-                    = (void (*) (size_t, size_t)) dlsym (fake, "fakecuda_set_granularity"));
-  minimum = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  recommended = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-  set_granularity (g, g);
+  vmm_granularity_lower (&saved, g);
   mt_fake_counts_begin (&base);
   mr = mt_new_printf_ok ("vmm:chunk=64KiB");
   g_assert_true (memres_tag_push ("vmm-many", &error));
@@ -277,8 +263,7 @@ test_sleep_many_chunks (void)
   close_buffer (buf);
   g_clear_pointer (&mr, memres_resource_unref);
   mt_assert_fake_counts_equal (&base);
-  set_granularity (minimum, recommended);
-  dlclose (fake);
+  vmm_granularity_restore (&saved);
 }
 
 /* location=host and host_numa: the CPU uses the pointer, the device sees the same bytes. */

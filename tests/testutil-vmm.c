@@ -5,6 +5,8 @@
 #include <string.h>
 #include "testutil-vmm.h"
 
+#include <dlfcn.h>
+
 const MemresCudaDriver *drv;
 
 /* --- helpers ------------------------------------------------------------------------------- */
@@ -171,4 +173,23 @@ vmm_test_init (int *argc, char ***argv)
       g_setenv ("FAKECUDA_DEVICE_MEMORY", "8GiB", FALSE);
     }
   mt_init (argc, argv);
+}
+
+void
+vmm_granularity_lower (VmmGranularity *saved, gsize g)
+{
+  g_assert_nonnull (saved->fake = dlopen (mt_driver ()->path, RTLD_NOW | RTLD_NOLOAD));
+  g_assert_nonnull (saved->set
+                    = (void (*) (size_t, size_t)) dlsym (saved->fake, "fakecuda_set_granularity"));
+  saved->minimum = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  saved->recommended
+      = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  saved->set (g, g);
+}
+
+void
+vmm_granularity_restore (VmmGranularity *saved)
+{
+  saved->set (saved->minimum, saved->recommended);
+  dlclose (saved->fake);
 }

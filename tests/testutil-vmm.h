@@ -39,6 +39,20 @@ MemresStats stats (MemresResource *mr);
 /* memres_resource_get_tag_counts() of a counted layer (`stats`) for @tag, asserted to succeed. */
 MemresTagCounts tag_counts (MemresResource *mr, const char *tag);
 
+/* The fake's allocation granularity lowered to @g bytes (minimum and recommended, through
+ * fakecuda_set_granularity() of the loaded fake), so that a buffer of thousands of chunks stays
+ * small; vmm_granularity_restore() sets back what it was. Fake only. */
+typedef struct
+{
+  void *fake;
+  void (*set) (size_t minimum, size_t recommended);
+  gsize minimum, recommended;
+} VmmGranularity;
+
+void vmm_granularity_lower (VmmGranularity *saved, gsize g);
+
+void vmm_granularity_restore (VmmGranularity *saved);
+
 /* mt_init() of the vmm programs; against the fake, first two devices (for the peer tests) and
  * 8 GiB each (FAKECUDA_DEVICES, FAKECUDA_DEVICE_MEMORY, unless set). */
 void vmm_test_init (int *argc, char ***argv);
