@@ -270,8 +270,9 @@ typedef struct
   guint8 *shared_at;        /* per granule: 1 the second address of a Shared (@to), 2 the donor */
   guint64 shared_granules;  /* counter granules_shared */
   /* per granule: 1 while its "about to be unmapped" event is on its way with parts.lock dropped
-   * (arena_unmap_idle(), arena_granules_sleep()): an allocation may take bytes of it meanwhile,
-   * but no event of its own may be raised for it (it is neither lent nor moved) */
+   * (arena-unmap.c's unmapping_raise()): an allocation may take bytes of it meanwhile (idle or
+   * sleeping granules), but no event of its own may be raised for it (it is neither lent nor
+   * moved) */
   guint8 *unmapping;
   guint n_mapped, n_idle_mapped, mapped_high;
   /* the remap headroom (arena-headroom.c) */

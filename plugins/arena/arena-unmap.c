@@ -98,6 +98,26 @@ only_pinned (const Arena *self, guint g)
   return self->held[g] == 1;
 }
 
+/* The "about to be unmapped" events of the @n granules @gs (pinned) queued and raised with
+ * parts.lock dropped (held on entry and on return), each granule marked meanwhile
+ * (Arena.unmapping), so that an allocation that takes bytes of it raises no event of its own
+ * for it before this one's unmap decides (it is neither lent nor moved). Every unmap of this
+ * file but finalize's goes through here. */
+static void
+unmapping_raise (Arena *self, const guint *gs, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      arena_segment_queue (self, MEMRES_SEGMENT_UNMAPPING, gs[i]);
+      self->unmapping[gs[i]] = 1;
+    }
+  g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
+  g_mutex_lock (&self->parts.lock);
+  for (guint i = 0; i < n; i++)
+    self->unmapping[gs[i]] = 0;
+}
+
 /* Unmaps up to @n idle granules: their physical memory kept as spares (a run of adjacent ones
  * unmapped by one cuMemUnmap), or with @release given back to the driver. parts.lock held on
  * entry and on return, dropped in between to deliver the "about to be unmapped" events (see the
@@ -122,8 +142,6 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
         }
       self->held[g] = 1; /* the pin */
       self->n_idle_mapped--;
-      arena_segment_queue (self, MEMRES_SEGMENT_UNMAPPING, (guint) g);
-      self->unmapping[g] = 1;
       picked[k++] = (guint) g;
     }
   for (guint i = kept->len; i-- > 0;)
@@ -133,11 +151,7 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
   self->idle_tag = CACHE_TAG_ANY;
   if (k == 0)
     return TRUE;
-  g_mutex_unlock (&self->parts.lock);
-  arena_events_flush (self);
-  g_mutex_lock (&self->parts.lock);
-  for (guint i = 0; i < k; i++)
-    self->unmapping[picked[i]] = 0;
+  unmapping_raise (self, picked, k);
   qsort (picked, k, sizeof (guint), granule_cmp);
   for (guint i = 0, run; i < k; i += run)
     {
@@ -293,11 +307,11 @@ move_back (Arena *self, guint from, guint to, guint n)
 gboolean
 arena_granules_move (Arena *self, guint from, guint to, guint n, GError **error)
 {
+  g_autofree guint *gs = g_new (guint, MAX (n, 1));
+
   for (guint i = 0; i < n; i++)
-    arena_segment_queue (self, MEMRES_SEGMENT_UNMAPPING, from + i);
-  g_mutex_unlock (&self->parts.lock);
-  arena_events_flush (self);
-  g_mutex_lock (&self->parts.lock);
+    gs[i] = from + i;
+  unmapping_raise (self, gs, n);
   for (guint i = 0; i < n; i++)
     {
       CUmemGenericAllocationHandle h = self->handle[from + i];
@@ -435,13 +449,11 @@ arena_lend_reap (Arena *self)
   g_array_set_size (self->retired, kept);
   if (done->len == 0)
     return;
-  for (guint i = 0; i < done->len; i++)
-    arena_segment_queue (self, MEMRES_SEGMENT_UNMAPPING, g_array_index (done, Retired, i).g);
-  g_mutex_unlock (&self->parts.lock);
-  arena_events_flush (self);
-  g_mutex_lock (&self->parts.lock);
-  g_array_sort (done, retired_cmp);
   gs = g_new (guint, done->len);
+  for (guint i = 0; i < done->len; i++)
+    gs[i] = g_array_index (done, Retired, i).g;
+  unmapping_raise (self, gs, done->len);
+  g_array_sort (done, retired_cmp);
   for (guint i = 0; i < done->len; i++)
     gs[i] = g_array_index (done, Retired, i).g;
   for (guint i = 0, run; i < done->len; i += run)
@@ -496,16 +508,7 @@ arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
 {
   g_autofree CUmemGenericAllocationHandle *h = g_new0 (CUmemGenericAllocationHandle, n + 1);
 
-  for (guint i = 0; i < n; i++)
-    {
-      arena_segment_queue (self, MEMRES_SEGMENT_UNMAPPING, gs[i]);
-      self->unmapping[gs[i]] = 1;
-    }
-  g_mutex_unlock (&self->parts.lock);
-  arena_events_flush (self);
-  g_mutex_lock (&self->parts.lock);
-  for (guint i = 0; i < n; i++)
-    self->unmapping[gs[i]] = 0;
+  unmapping_raise (self, gs, n);
   for (guint k = 0, run; k < n; k += run)
     {
       guint g = gs[k];
