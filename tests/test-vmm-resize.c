@@ -582,11 +582,11 @@ test_grow_from_empty_tagged (void)
 
 /* --- many chunks --------------------------------------------------------------------------- */
 
-/* A growth by more chunks than _vmm_reserve_chunks() makes room for ahead (4,096: vmm-memory.c):
- * the table grows as the chunks are created. The fake's granularity lowered to 64 KiB
+/* A growth by thousands of chunks: the table grows (doubling) as the chunks are created
+ * (_vmm_create_chunks()). The fake's granularity lowered to 64 KiB
  * (fakecuda_set_granularity(), as /vmm/allocate/many-chunks), a buffer of 10 chunks grown to
- * 5,000. Before, cuMemCreate and then cuMemMap fail at the 4,190th chunk of the growth (past the
- * room made ahead, so after the table grew): each time the buffer is as it was (10 chunks, its
+ * 5,000. Before, cuMemCreate and then cuMemMap fail at the 4,190th chunk of the growth (after the
+ * table grew past 4,096): each time the buffer is as it was (10 chunks, its
  * bytes), nothing of the growth left (the fake's counts); then the growth succeeds (4,990
  * cuMemCreate), the bytes before and after chunk 4,096 read back, a shrink back to 10 chunks
  * releases 4,990 handles, nothing left after the close. */

@@ -171,10 +171,10 @@ test_allocate_huge_table (void)
   close_buffer (buf);
 }
 
-/* More chunks than the table is made room for ahead (4,096: vmm-memory.c): it grows as they are
- * created. The fake's granularity lowered to 64 KiB (fakecuda_set_granularity()), a buffer of
- * 4,097 chunks of 64 KiB: 4,097 cuMemCreate, its last bytes written and read back; closed,
- * nothing left. */
+/* Thousands of chunks: the table grows (doubling) as they are created (_vmm_create_chunks()),
+ * one past 4,096 here. The fake's granularity lowered to 64 KiB (fakecuda_set_granularity()), a
+ * buffer of 4,097 chunks of 64 KiB: 4,097 cuMemCreate, its last bytes written and read back;
+ * closed, nothing left. */
 static void
 test_allocate_many_chunks (void)
 {
@@ -202,7 +202,8 @@ test_allocate_many_chunks (void)
   vmm_granularity_restore (&saved);
 }
 
-/* A tag's buffer of more chunks than the table is made room for ahead sleeps and wakes whole:
+/* A tag's buffer of thousands of chunks (its table grown as they were created) sleeps and wakes
+ * whole:
  * 4,097 chunks of 64 KiB (the fake's granularity lowered, as /vmm/allocate/many-chunks). The
  * sleep (backup) gives back 4,097 handles, a wake whose 4,097th cuMemCreate fails is refused with
  * the driver's error and leaves the tag asleep with nothing of it left, then the wake recreates

@@ -154,10 +154,7 @@ _vmm_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloca
     return FALSE;
   buf = g_new0 (VmmBuffer, 1);
   buf->tag = memres_allocation_get_tag (alloc); /* marked in a stack that can sleep */
-  if (!_vmm_reserve_chunks (self, buf, rounded, error))
-    vmm_buffer_free (buf);
-  else if (vmm_place (self, buf, MAX (rounded, self->reserve), rounded, TRUE, rounded, alloc,
-                      error))
+  if (vmm_place (self, buf, MAX (rounded, self->reserve), rounded, TRUE, rounded, alloc, error))
     return TRUE;
   /* the size the slot was asked for, then the step and the bytes of its driver call */
   alloc_error_prefix (error, size);
@@ -290,8 +287,7 @@ vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *
   VmmSpace space;
 
   *taken = FALSE;
-  if (!_vmm_reserve_ranges (buf, 1, error)
-      || !_vmm_reserve_chunks (self, buf, new_size - buf->mapped, error))
+  if (!_vmm_reserve_ranges (buf, 1, error))
     return FALSE;
   if (new_size > buf->reserved)
     {
@@ -356,8 +352,7 @@ vmm_grow_by_move (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStrea
   VmmRange range = { 0, MAX (new_size, self->reserve) };
   VmmSpace space = { &range, 1 };
 
-  if (!_vmm_reserve_chunks (self, buf, new_size - buf->mapped, error)
-      || !_vmm_address_reserve (self, range.size, 0, &range.ptr, error))
+  if (!_vmm_address_reserve (self, range.size, 0, &range.ptr, error))
     return FALSE;
   if (!_vmm_map_chunks (self, buf, space, 0, first, error))
     goto fail_range;
@@ -410,8 +405,7 @@ vmm_replace_lost_or_warn (VmmResource *self, VmmBuffer *buf, gsize from)
 
   buf->n_chunks = _vmm_chunk_index (buf, from);
   buf->mapped = from;
-  if (!_vmm_reserve_chunks (self, buf, end - from, &error)
-      || !_vmm_create_chunks (self, buf, space, end, &error))
+  if (!_vmm_create_chunks (self, buf, space, end, &error))
     goto fail;
   if (!_vmm_grant (self, space, from, end, &error))
     {

@@ -54,23 +54,6 @@ vmm_array_reserve (gpointer *array, gsize *cap, gsize n, gsize n_more, gsize elt
   return TRUE;
 }
 
-/* The chunks _vmm_reserve_chunks() makes room for at most; _vmm_create_chunks() grows the table
- * past them as it creates chunks. */
-#define VMM_CHUNKS_AHEAD 4096
-
-/* Room for the chunks of @bytes more memory (one more per reservation boundary crossed), up to
- * VMM_CHUNKS_AHEAD: a request far beyond any memory (1 PiB, 8 EiB) fails at the driver, not
- * by sizing a table by it (under meson's MALLOC_PERTURB_ malloc writes every byte of what it
- * returns: 96 TiB for 8 EiB on a host that overcommits, until the OOM killer ended the test). */
-gboolean
-_vmm_reserve_chunks (VmmResource *self, VmmBuffer *buf, gsize bytes, GError **error)
-{
-  gsize n_more = MIN (bytes / self->chunk + 1 + buf->n_ranges, VMM_CHUNKS_AHEAD);
-
-  return vmm_array_reserve ((gpointer *) &buf->chunks, &buf->chunks_cap, buf->n_chunks, n_more,
-                            sizeof (VmmChunk), error);
-}
-
 gboolean
 _vmm_reserve_ranges (VmmBuffer *buf, gsize n_more, GError **error)
 {
@@ -293,9 +276,12 @@ _vmm_retain_chunks_or_warn (VmmResource *self, VmmBuffer *buf, gsize first, gsiz
 
 /* Creates the physical memory for the bytes [buf->mapped, @end) of @space in chunks of at most
  * the resource's chunk size, none across a reservation boundary, and maps each one at its offset.
- * Appends the chunks to @buf (the table grown where the room the caller made runs out) and leaves
- * buf->mapped alone. On failure releases what it created, leaving @buf as it was (its table
- * perhaps larger). Per chunk: one cuMemCreate and one cuMemMap, nothing else. */
+ * Appends the chunks to @buf, its table grown as they come (never sized by the request: a request
+ * far beyond any memory, 1 PiB or 8 EiB, fails at the driver, where a table sized by it was
+ * 96 TiB for 8 EiB, which meson's MALLOC_PERTURB_ made malloc write whole on a host that
+ * overcommits, until the OOM killer ended the test), and leaves buf->mapped alone. On failure
+ * releases what it created, leaving @buf as it was (its table perhaps larger). Per chunk: one
+ * cuMemCreate and one cuMemMap, nothing else. */
 gboolean
 _vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end, GError **error)
 {

@@ -149,9 +149,6 @@ typedef struct
   gsize n_ranges;
 } VmmSpace;
 
-/* Room for the chunks of @bytes more memory (one more per reservation boundary crossed). */
-G_GNUC_INTERNAL gboolean _vmm_reserve_chunks (VmmResource *self, VmmBuffer *buf, gsize bytes,
-                                              GError **error);
 /* Room for @n_more reservations in @buf's array of them. */
 G_GNUC_INTERNAL gboolean _vmm_reserve_ranges (VmmBuffer *buf, gsize n_more, GError **error);
 /* The reservations of @buf as a space. */
