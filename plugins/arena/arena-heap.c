@@ -78,14 +78,30 @@ arena_heap_clear (Arena *self)
 
 #define KEY(a) GSIZE_TO_POINTER ((gsize) (a))
 
-/* @r out of the tables; out of the address tree too unless @keep_place: the caller links it
- * again (range_relink()) where the tree's order still holds, shrunk or grown into free space. */
-static void
-range_detach (Arena *self, Range *r, gboolean keep_place)
+/* What a range keeps of its places in the tables while it changes (range_detach(), then
+ * range_attach()): its place in the address tree (shrunk or grown into free space, the tree's
+ * order still holds), its start's entry in by_start, its end's in by_end (the address
+ * unchanged). A placement taken from one end of a range, or a free merged into a neighbour,
+ * moves one end only: the other's entry stays, one hash removal and one insertion fewer. */
+enum
 {
-  g_hash_table_remove (self->by_start, KEY (r->addr));
-  g_hash_table_remove (self->by_end, KEY (r->addr + r->size));
-  if (!keep_place)
+  KEEP_PLACE = 1 << 0,
+  KEEPS_START = 1 << 1,
+  KEEPS_END = 1 << 2,
+  KEEP_START = KEEPS_START | KEEP_PLACE, /* the end moves */
+  KEEP_END = KEEPS_END | KEEP_PLACE,     /* the start moves */
+};
+
+/* @r out of the tables, but for what @keep says it keeps (the caller links it again with the
+ * same @keep: range_relink()). */
+static void
+range_detach (Arena *self, Range *r, guint keep)
+{
+  if ((keep & KEEPS_START) == 0)
+    g_hash_table_remove (self->by_start, KEY (r->addr));
+  if ((keep & KEEPS_END) == 0)
+    g_hash_table_remove (self->by_end, KEY (r->addr + r->size));
+  if ((keep & KEEP_PLACE) == 0)
     g_tree_remove (self->addr_tree, r);
   g_tree_steal (self->free_tree, r);
   if (r->tag != NULL)
@@ -96,7 +112,7 @@ range_detach (Arena *self, Range *r, gboolean keep_place)
 void
 arena_range_unlink (Arena *self, Range *r)
 {
-  range_detach (self, r, FALSE);
+  range_detach (self, r, 0);
 }
 
 /* @r's event unreferenced, the struct kept for range_new() (a best-fit pair frees one range
@@ -122,15 +138,17 @@ range_new (Arena *self)
   return r;
 }
 
-/* @r into the tables; into the address tree too unless it kept its place there. @before and
+/* @r into the tables, but for what it kept there (@kept: range_detach()'s @keep). @before and
  * @after: the free ranges that end where it starts and start where it ends (NULL: none), which
  * each caller knows (the run index links them, arena-runs.c; arena_heap_check() checks them). */
 static void
-range_attach (Arena *self, Range *r, gboolean kept_place, Range *before, Range *after)
+range_attach (Arena *self, Range *r, guint kept, Range *before, Range *after)
 {
-  g_hash_table_insert (self->by_start, KEY (r->addr), r);
-  g_hash_table_insert (self->by_end, KEY (r->addr + r->size), r);
-  if (!kept_place)
+  if ((kept & KEEPS_START) == 0)
+    g_hash_table_insert (self->by_start, KEY (r->addr), r);
+  if ((kept & KEEPS_END) == 0)
+    g_hash_table_insert (self->by_end, KEY (r->addr + r->size), r);
+  if ((kept & KEEP_PLACE) == 0)
     g_tree_insert (self->addr_tree, r, r);
   g_tree_insert (self->free_tree, r, r);
   if (r->tag != NULL)
@@ -139,9 +157,9 @@ range_attach (Arena *self, Range *r, gboolean kept_place, Range *before, Range *
 }
 
 static void
-range_relink (Arena *self, Range *r, Range *before, Range *after)
+range_relink (Arena *self, Range *r, guint kept, Range *before, Range *after)
 {
-  range_attach (self, r, TRUE, before, after);
+  range_attach (self, r, kept, before, after);
 }
 
 /* arena_heap_insert() with the free ranges that end at @addr (@before) and start at
@@ -170,8 +188,10 @@ heap_insert_between (Arena *self, guint64 addr, guint64 size, MemresStream tag, 
     {
       /* its free neighbours then: those of the ranges it merges, else @before and @after */
       Range *l = left != NULL ? left->before : before, *n = right != NULL ? right->after : after;
+      /* grown at its end (a left neighbour) or at its start (a right one alone) */
+      guint keep = r == left ? KEEP_START : KEEP_END;
 
-      range_detach (self, r, TRUE);
+      range_detach (self, r, keep);
       if (left != NULL && right != NULL)
         {
           size += right->size;
@@ -183,7 +203,7 @@ heap_insert_between (Arena *self, guint64 addr, guint64 size, MemresStream tag, 
       r->size += size;
       cache_event_unref (&self->parts, r->event);
       r->event = event;
-      range_relink (self, r, l, n);
+      range_relink (self, r, keep, l, n);
       return;
     }
   r = range_new (self);
@@ -191,7 +211,7 @@ heap_insert_between (Arena *self, guint64 addr, guint64 size, MemresStream tag, 
   r->size = size;
   r->tag = tag;
   r->event = event;
-  range_attach (self, r, FALSE, before, after);
+  range_attach (self, r, 0, before, after);
 }
 
 /* [addr, addr + size) is free, tagged @tag (NULL: settled; its bytes must be dropped by the
@@ -237,14 +257,15 @@ guint64
 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end)
 {
   guint64 addr = at_end ? r->addr + r->size - size : r->addr;
+  guint keep = r->size == size ? 0 : at_end ? KEEP_START : KEEP_END;
 
-  range_detach (self, r, r->size > size);
+  range_detach (self, r, keep);
   if (r->size > size)
     {
       if (!at_end)
         r->addr += size;
       r->size -= size;
-      range_relink (self, r, at_end ? r->before : NULL, at_end ? NULL : r->after);
+      range_relink (self, r, keep, at_end ? r->before : NULL, at_end ? NULL : r->after);
     }
   else
     arena_range_free (self, r);
@@ -262,12 +283,12 @@ arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size)
     return arena_heap_take (self, r, size, addr != r->addr);
   /* the piece after: a new range with a reference of the event; @r keeps the one before (its
    * place in the address tree too: the piece after starts past it) */
-  range_detach (self, r, TRUE);
+  range_detach (self, r, KEEP_START);
   if (r->event != NULL)
     r->event->refs++;
   arena_heap_insert (self, addr + size, end - (addr + size), r->tag, r->event);
   r->size = addr - r->addr;
-  range_relink (self, r, r->before, NULL);
+  range_relink (self, r, KEEP_START, r->before, NULL);
   return addr;
 }
 
