@@ -30,6 +30,7 @@ arena_granules_init (Arena *self, GError **error)
   self->held = g_new0 (guint64, self->n_granules);
   self->gtag = g_new0 (guint8, self->n_granules);
   self->handle = g_new0 (CUmemGenericAllocationHandle, self->n_granules);
+  self->mapped_bits = g_new0 (guint64, (self->n_granules + 63) / 64);
   self->in_idle = g_new0 (guint8, self->n_granules);
   self->idle = g_new (guint32, self->n_granules);
   self->spare = g_new (CUmemGenericAllocationHandle, self->n_granules);
@@ -51,6 +52,7 @@ arena_granules_clear (Arena *self)
   g_clear_pointer (&self->held, g_free);
   g_clear_pointer (&self->gtag, g_free);
   g_clear_pointer (&self->handle, g_free);
+  g_clear_pointer (&self->mapped_bits, g_free);
   g_clear_pointer (&self->in_idle, g_free);
   g_clear_pointer (&self->idle, g_free);
   g_clear_pointer (&self->spare, g_free);
@@ -69,9 +71,13 @@ arena_granules_clear (Arena *self)
 void
 arena_granules_grow (Arena *self, guint n)
 {
-  guint was = self->n_granules;
+  guint was = self->n_granules, words = (was + 63) / 64;
 
   self->n_granules += n;
+  /* the bits past @was in its last word are clear already (no granule there had memory) */
+  self->mapped_bits = g_renew (guint64, self->mapped_bits, (self->n_granules + 63) / 64);
+  memset (self->mapped_bits + words, 0,
+          ((self->n_granules + 63) / 64 - words) * sizeof *self->mapped_bits);
   self->held = g_renew (guint64, self->held, self->n_granules);
   self->gtag = g_renew (guint8, self->gtag, self->n_granules);
   self->handle = g_renew (CUmemGenericAllocationHandle, self->handle, self->n_granules);
@@ -202,10 +208,10 @@ arena_granule_roll_back (Arena *self, guint g, gboolean keep, const char *what)
   if (keep || (r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS)
     {
       self->spare[self->n_spare++] = self->handle[g];
-      self->handle[g] = 0;
+      arena_handle_set (self, g, 0);
       return;
     }
-  self->handle[g] = 0;
+  arena_handle_set (self, g, 0);
   self->n_mapped--;
   self->created--;
 }
@@ -256,7 +262,7 @@ arena_granule_back (Arena *self, guint g, gboolean *moved, gboolean grant, GErro
           self->spare[self->n_spare++] = h;
           return FALSE;
         }
-      self->handle[g] = h;
+      arena_handle_set (self, g, h);
       self->remapped++;
       return TRUE;
     }
@@ -269,7 +275,7 @@ arena_granule_back (Arena *self, guint g, gboolean *moved, gboolean grant, GErro
         g_warning ("arena: cuMemRelease failed (%d) while rolling back a failure", r);
       return FALSE;
     }
-  self->handle[g] = h;
+  arena_handle_set (self, g, h);
   self->n_mapped++;
   self->mapped_high = MAX (self->mapped_high, self->n_mapped);
   self->created++;
@@ -304,15 +310,26 @@ arena_span_count (Arena *self, guint64 addr, guint64 size, gint sign)
 }
 
 /* Granules of [addr, addr + size) with no physical memory (unmapped: nothing held, or only
- * sleeping bytes). */
+ * sleeping bytes): the clear bits of mapped_bits over its granules, a word at a time (a
+ * placement asks it of each window it considers: walking the handles granule by granule was
+ * 800 instructions a placement on the resnet18 trace repeated, callgrind). */
 guint
 arena_span_unbacked (Arena *self, guint64 addr, guint64 size)
 {
-  guint n = 0;
+  guint g0 = arena_granule (self, addr), g1 = arena_granule (self, addr + size - 1) + 1;
+  guint mapped = 0;
 
-  for (guint g = arena_granule (self, addr); g <= arena_granule (self, addr + size - 1); g++)
-    n += self->handle[g] == 0;
-  return n;
+  while (g0 < g1)
+    {
+      guint lo = g0 % 64, hi = MIN (64, lo + (g1 - g0));
+      guint64 word = self->mapped_bits[g0 / 64] >> lo;
+
+      if (hi - lo < 64)
+        word &= (G_GUINT64_CONSTANT (1) << (hi - lo)) - 1;
+      mapped += __builtin_popcountll (word);
+      g0 += hi - lo;
+    }
+  return arena_granule (self, addr + size - 1) + 1 - arena_granule (self, addr) - mapped;
 }
 
 /* Bytes of [addr, addr + size) that lie in mapped granules; *@idle the idle granules among them. */

@@ -19,6 +19,8 @@
  * parts.lock. */
 #include "arena-runs.h"
 
+#include <string.h>
+
 /* The best-fit order: by tag, then size, then address (the run index's too, arena-runs.c). */
 gint
 arena_range_cmp (gconstpointer a, gconstpointer b, gpointer unused)
@@ -615,8 +617,9 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
 void
 arena_span_serve (Arena *self, guint64 addr, guint64 size, guint owner)
 {
-  for (guint g = arena_granule (self, addr); g <= arena_granule (self, addr + size - 1); g++)
-    self->gtag[g] = (guint8) owner;
+  guint g0 = arena_granule (self, addr);
+
+  memset (self->gtag + g0, (guint8) owner, arena_granule (self, addr + size - 1) + 1 - g0);
 }
 
 /* The extent [addr, addr + size) that a placement for tag @owner is about to back: its granules

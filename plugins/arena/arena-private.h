@@ -243,8 +243,9 @@ typedef struct
   guint64 *held; /* per granule: bytes not free and settled */
   guint8 *gtag;  /* per granule: the tag its held bytes serve (cache_tag_index(); when held) */
   CUmemGenericAllocationHandle *handle; /* per granule: its physical memory, 0 when unmapped */
-  guint8 *in_idle;                      /* per granule: on the idle stack */
-  guint32 *idle;                        /* stack of granules that were idle when pushed */
+  guint64 *mapped_bits; /* bit g: handle[g] != 0 (arena_handle_set()), for arena_span_unbacked() */
+  guint8 *in_idle;      /* per granule: on the idle stack */
+  guint32 *idle;        /* stack of granules that were idle when pushed */
   guint n_idle_stack;
   CUmemGenericAllocationHandle *spare; /* physical memory unmapped from idle granules */
   guint n_spare;
@@ -363,6 +364,20 @@ arena_granule (const Arena *self, guint64 addr)
   const Reservation *r = arena_reservation_of (self, addr);
 
   return r->first + (guint) ((addr - r->base) >> self->granule_shift);
+}
+
+/* Granule @g's physical memory from now on (0: none), its bit in mapped_bits with it: every
+ * write of Arena.handle goes through here. */
+static inline void
+arena_handle_set (Arena *self, guint g, CUmemGenericAllocationHandle h)
+{
+  guint64 bit = G_GUINT64_CONSTANT (1) << (g % 64);
+
+  self->handle[g] = h;
+  if (h != 0)
+    self->mapped_bits[g / 64] |= bit;
+  else
+    self->mapped_bits[g / 64] &= ~bit;
 }
 
 /* The address of granule @g. */

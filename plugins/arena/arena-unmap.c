@@ -74,10 +74,10 @@ granule_release (Arena *self, guint g, GError **error)
         g_warning ("arena: cuMemRetainAllocationHandle failed (%d) while rolling back a "
                    "failure",
                    r2);
-      self->handle[g] = h;
+      arena_handle_set (self, g, h);
       return memres_cuda_set_error (error, r, "cuMemUnmap");
     }
-  self->handle[g] = 0;
+  arena_handle_set (self, g, 0);
   self->n_mapped--;
   self->released++;
   return TRUE;
@@ -184,7 +184,7 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
       for (guint j = (guint) g; j < (guint) g + run; j++)
         {
           self->spare[self->n_spare++] = self->handle[j];
-          self->handle[j] = 0;
+          arena_handle_set (self, j, 0);
           self->moved_away[j] = 1; /* a refault if it needs memory again (arena-headroom.c) */
         }
     }
@@ -254,7 +254,7 @@ arena_granules_release_all (Arena *self)
           g_warning ("arena: cuMemUnmap failed (%d) at finalize", r);
           all = FALSE;
         }
-      self->handle[g] = 0;
+      arena_handle_set (self, g, 0);
     }
   for (; self->n_spare > 0; self->n_spare--)
     {
@@ -286,7 +286,7 @@ move_back (Arena *self, guint from, guint to, guint n)
           arena_segment_queue (self, MEMRES_SEGMENT_MAPPED, to + i);
           continue;
         }
-      self->handle[to + i] = 0;
+      arena_handle_set (self, to + i, 0);
       if (!arena_granule_map (self, from + i, h, TRUE, &error))
         {
           g_warning ("arena: mapping a granule back failed while rolling back a failed move: %s",
@@ -294,7 +294,7 @@ move_back (Arena *self, guint from, guint to, guint n)
           self->spare[self->n_spare++] = h; /* released at the end of the resize */
           continue;
         }
-      self->handle[from + i] = h;
+      arena_handle_set (self, from + i, h);
     }
 }
 
@@ -335,15 +335,15 @@ arena_granules_move (Arena *self, guint from, guint to, guint n, GError **error)
                          "%s",
                          again->message);
               self->spare[self->n_spare++] = h;
-              self->handle[from + i] = 0;
+              arena_handle_set (self, from + i, 0);
             }
           for (guint j = i + 1; j < n; j++)
             arena_segment_queue (self, MEMRES_SEGMENT_MAPPED, from + j);
           move_back (self, from, to, i);
           return FALSE;
         }
-      self->handle[to + i] = h;
-      self->handle[from + i] = 0;
+      arena_handle_set (self, to + i, h);
+      arena_handle_set (self, from + i, 0);
     }
   self->moved += n;
   return TRUE;
@@ -363,7 +363,7 @@ arena_granule_lend (Arena *self, guint g, guint from, guint64 lo, guint64 hi, GE
 
   if (!arena_granule_map (self, g, self->handle[from], FALSE, error))
     return FALSE;
-  self->handle[g] = self->handle[from];
+  arena_handle_set (self, g, self->handle[from]);
   g_array_append_val (self->lent, pair);
   return TRUE;
 }
@@ -381,7 +381,7 @@ arena_granule_unlend (Arena *self, guint g)
     {
       if (self->held[g] == 0)
         self->n_idle_mapped--; /* counted idle when the failed placement dropped its bytes */
-      self->handle[g] = 0;
+      arena_handle_set (self, g, 0);
       return TRUE;
     }
   g_warning ("arena: cuMemUnmap failed (%d) while undoing a lent granule; it is unmapped later", r);
@@ -476,7 +476,7 @@ arena_lend_reap (Arena *self)
               g_array_append_val (self->retired, *e);
               continue;
             }
-          self->handle[e->g] = 0;
+          arena_handle_set (self, e->g, 0);
           self->retired_at[e->g] = 0;
           self->lent_away[e->g] = 1;
           self->reaped_granules++;
