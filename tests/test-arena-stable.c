@@ -567,13 +567,14 @@ test_headroom_refused_resize (void)
 /* memres_resource_trim() keeps what it is asked to keep with a headroom grown (setup_idle(): 34
  * idle granules, the headroom 1): 10.5 granules kept are 11, then 1 byte 1, then none; the
  * headroom is not memory (it stays, and maps nothing), and the next placement where a' was
- * creates its granules again (a trim's release is no refault). */
+ * creates its granules again (a trim's release is no refault); nor does one where c was, whose
+ * memory a' had moved away before the trim gave the last idle granule back. */
 static void
 test_trim_headroom (void)
 {
   FakeCudaCounts base, now;
   GError *error = NULL;
-  MemresBuffer *b;
+  MemresBuffer *b, *cc;
   Ctx c = { 0 };
   gsize g;
 
@@ -608,9 +609,20 @@ test_trim_headroom (void)
   g_assert_cmpuint (counter (c.mr, "granules_refaulted"), ==, 32);
   g_assert_cmpuint (counter (c.mr, "granules_created"), ==, 66);
   g_assert_cmpuint (counter (c.mr, "physical"), ==, 32 * g);
+  /* after b, over x's granule and c's 32 whose memory a' took: those were moves before the
+   * trim, and a trim forgets them (its release is no move), so nothing refaults */
+  cc = mt_alloc_ok (c.mr, 33 * g, c.stream);
+  g_assert_cmphex (memres_buffer_get_address (cc), ==, c.addr_c + 32 * g);
+  g_assert_cmpuint (counter (c.mr, "granules_refaulted"), ==, 32);
+  g_assert_cmpuint (counter (c.mr, "headroom"), ==, g);
+  g_assert_cmpuint (counter (c.mr, "granules_created"), ==, 99);
+  g_assert_cmpuint (counter (c.mr, "physical"), ==, 65 * g);
   mt_fill_byte_ok (b, 0x42, c.stream);
+  mt_fill_byte_ok (cc, 0x43, c.stream);
   mt_assert_bytes (b, 0x42, c.stream);
+  mt_assert_bytes (cc, 0x43, c.stream);
   mt_close_ok (b, c.stream);
+  mt_close_ok (cc, c.stream);
   ctx_teardown (&c);
   mt_assert_fake_counts_equal (&base);
 }

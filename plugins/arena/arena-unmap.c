@@ -27,6 +27,7 @@
 #include "arena-private.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* An idle granule (mapped, no held bytes) off the stack, or -1. */
 static gint
@@ -193,19 +194,27 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
 
 /* Gives spares, then idle granules back to the driver, keeping at least @keep_bytes mapped (as
  * cuMemPoolTrimTo() keeps at least its bytes: the whole granules above them go, never one that
- * would leave less). parts.lock held; dropped in between (arena_unmap_idle()). */
+ * would leave less). When that gives the last idle granules back, the marks of memory moved
+ * away (Arena.moved_away) are forgotten: the memory that was moved is in use or given back, so
+ * memory needed at such an address again undoes no move and is no refault (arena-headroom.c;
+ * /arena-stable/trim/headroom). parts.lock held; dropped in between (arena_unmap_idle()). */
 gboolean
 arena_release_idle (Arena *self, guint64 keep_bytes, GError **error)
 {
   guint64 mapped;
   guint n;
+  gboolean ok = TRUE;
 
   arena_spares_release (self);
   mapped = (guint64) self->n_mapped * self->granularity;
-  if (mapped <= keep_bytes || self->n_idle_mapped == 0)
-    return TRUE;
-  n = (guint) MIN ((mapped - keep_bytes) >> self->granule_shift, self->n_idle_mapped);
-  return n == 0 || arena_unmap_idle (self, n, TRUE, error);
+  n = mapped <= keep_bytes
+          ? 0
+          : (guint) MIN ((mapped - keep_bytes) >> self->granule_shift, self->n_idle_mapped);
+  if (n > 0)
+    ok = arena_unmap_idle (self, n, TRUE, error);
+  if (n > 0 && self->n_idle_mapped == 0)
+    memset (self->moved_away, 0, self->n_granules * sizeof *self->moved_away);
+  return ok;
 }
 
 /* Gives spares, then the idle granules that last served tag @tag (cache_tag_index(): gtag, which
