@@ -562,6 +562,48 @@ test_headroom_refused_resize (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* A placement whose granules refault and whose mapping then fails counts no refault and grows
+ * no headroom (it backed nothing); the same placement made again counts them once.
+ * setup_refaulted(), a' closed, c placed again at 33 (32 granules refault, as in test_counters())
+ * with the first cuMemMap failing: refused with the driver's error, 32 refaulted and a headroom of
+ * 1 still; then placed: 64 refaulted. */
+static void
+test_headroom_failed_placement (void)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresBuffer *cc;
+  Ctx c = { 0 };
+  gsize g;
+
+  if (!mt_require_devices (1) || !mt_require_fake ("fault injection needs the fake driver"))
+    return;
+  mt_counts_snapshot (&base);
+  setup_refaulted (&c);
+  g = gran (c.mr);
+  mt_close_ok (c.bufs[1], c.stream);
+  c.bufs[1] = NULL;
+  kept_byte[1] = 0;
+  mt_fake_fail_call ("cuMemMap", 1, CUDA_ERROR_UNKNOWN);
+  cc = memres_resource_allocate (c.mr, 33 * g, c.stream, &error);
+  mt_fake_reset_faults ();
+  g_assert_null (cc);
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
+  g_clear_error (&error);
+  g_assert_cmpuint (counter (c.mr, "granules_refaulted"), ==, 32);
+  g_assert_cmpuint (counter (c.mr, "headroom"), ==, g);
+  cc = mt_alloc_ok (c.mr, 33 * g, c.stream);
+  g_assert_cmphex (memres_buffer_get_address (cc), ==, c.addr_c + 33 * g);
+  g_assert_cmpuint (counter (c.mr, "granules_refaulted"), ==, 64);
+  g_assert_cmpuint (counter (c.mr, "headroom"), ==, g);
+  mt_fill_byte_ok (cc, 0xcc, c.stream);
+  mt_assert_bytes (cc, 0xcc, c.stream);
+  check_kept (&c, TRUE);
+  mt_close_ok (cc, c.stream);
+  ctx_teardown (&c);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* ---- trim with a grown headroom -------------------------------------------------------------- */
 
 /* memres_resource_trim() keeps what it is asked to keep with a headroom grown (setup_idle(): 34
@@ -641,6 +683,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena-stable/faults/finalize", test_faults_finalize);
   g_test_add_func ("/arena-stable/headroom/refused", test_headroom_refused);
   g_test_add_func ("/arena-stable/headroom/refused-resize", test_headroom_refused_resize);
+  g_test_add_func ("/arena-stable/headroom/failed-placement", test_headroom_failed_placement);
   g_test_add_func ("/arena-stable/trim/headroom", test_trim_headroom);
   return g_test_run ();
 }

@@ -454,6 +454,7 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
     }
   if (ok && arena_granules_grant (self, grant, n_grant, error))
     {
+      arena_headroom_done (self, g0, g1);
       arena_headroom_held (self);
       return TRUE;
     }

@@ -27,7 +27,10 @@
 #define ARENA_HEADROOM_MAX 32
 
 /* Granules [g0, g1] are about to be backed: each without memory whose memory was moved away
- * from it (a refault) raises the headroom by one, within its bound. */
+ * from it (a refault, marked ARENA_MOVED) raises the headroom by one, within its bound, once: it
+ * is marked ARENA_REFAULTING until arena_headroom_done() counts it. A placement that fails or
+ * asks again (its span's idle granules unmapped first, or the out-of-memory retry after
+ * arena_headroom_reset()) notes it again without raising the headroom a second time. */
 void
 arena_headroom_note (Arena *self, guint g0, guint g1)
 {
@@ -36,15 +39,26 @@ arena_headroom_note (Arena *self, guint g0, guint g1)
   if (!self->stable_place)
     return;
   for (guint g = g0; g <= g1; g++)
-    if (self->handle[g] == 0 && self->moved_away[g])
+    if (self->handle[g] == 0 && self->moved_away[g] == ARENA_MOVED)
       {
-        self->moved_away[g] = 0;
+        self->moved_away[g] = ARENA_REFAULTING;
         refaults++;
       }
-  if (refaults == 0)
-    return;
-  self->refaulted += refaults;
-  self->headroom = MIN (self->headroom + refaults, self->held_high / ARENA_HEADROOM_MAX);
+  if (refaults > 0)
+    self->headroom = MIN (self->headroom + refaults, self->held_high / ARENA_HEADROOM_MAX);
+}
+
+/* The granules [g0, g1] have memory now: their refaults are counted (granules_refaulted counts
+ * the refaults served, not those of a placement that failed: /arena-stable/headroom/
+ * failed-placement) and their marks cleared. */
+void
+arena_headroom_done (Arena *self, guint g0, guint g1)
+{
+  for (guint g = g0; g <= g1; g++)
+    {
+      self->refaulted += self->moved_away[g] == ARENA_REFAULTING;
+      self->moved_away[g] = 0;
+    }
 }
 
 /* Whether @extra granules more than the spares hold may be created rather than taken from idle

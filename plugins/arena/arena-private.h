@@ -277,7 +277,7 @@ typedef struct
   guint8 *unmapping;
   guint n_mapped, n_idle_mapped, mapped_high;
   /* the remap headroom (arena-headroom.c) */
-  guint8 *moved_away; /* per granule: 1 once its memory was unmapped to back another */
+  guint8 *moved_away; /* per granule: ARENA_MOVED once its memory was unmapped to back another */
   guint held_high;    /* the peak of granules in use (mapped, not idle) */
   guint headroom;     /* granules that may be created over held_high rather than moved */
   guint64 refaulted;  /* counter granules_refaulted */
@@ -444,7 +444,12 @@ void arena_spares_release (Arena *self);
 gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 
 /* arena-headroom.c */
+/* Arena.moved_away: a granule's memory was unmapped to back another (a refault if it needs
+ * memory again); its refault raised the headroom, not yet served */
+#define ARENA_MOVED      1
+#define ARENA_REFAULTING 2
 void arena_headroom_note (Arena *self, guint g0, guint g1);
+void arena_headroom_done (Arena *self, guint g0, guint g1);
 gboolean arena_headroom_allows (const Arena *self, guint extra);
 void arena_headroom_held (Arena *self);
 void arena_headroom_reset (Arena *self);

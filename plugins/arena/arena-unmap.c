@@ -186,7 +186,8 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
         {
           self->spare[self->n_spare++] = self->handle[j];
           arena_handle_set (self, j, 0);
-          self->moved_away[j] = 1; /* a refault if it needs memory again (arena-headroom.c) */
+          self->moved_away[j]
+              = ARENA_MOVED; /* a refault if it needs memory again (arena-headroom.c) */
         }
     }
   return ok;
