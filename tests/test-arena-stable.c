@@ -116,6 +116,16 @@ setup_refaulted (Ctx *c)
   assert_counts (c->mr, 32, 1, 34, 64, 34);
 }
 
+/* setup_refaulted(), then a' closed: c placed again at 33 is the next placement, whose 32
+ * granules refault (test_counters(), test_headroom_failed_placement()) */
+static void
+setup_refaulted_closed (Ctx *c)
+{
+  setup_refaulted (c);
+  mt_close_ok (c->bufs[1], c->stream);
+  c->bufs[1] = NULL;
+}
+
 /* The counters on a constructed sequence (setup_refaulted(), then as the comments say; a
  * granule of the sequence is the index of one from a's address on). The headroom grows with the
  * refaults up to 1/32 of the peak of granules in use as it was at the refault; a placement that
@@ -132,12 +142,10 @@ test_counters (void)
   if (!mt_require_devices (1) || !mt_require_fake ("the fake's counts"))
     return;
   mt_counts_snapshot (&base);
-  setup_refaulted (&c);
-  g = gran (c.mr);
   /* a' closed, c placed again at 33: 32 granules refault (64), the headroom stays 1 (34 / 32),
    * and 34 mapped + 32 > 34 + 1: a''s 32 idle ones moved (96) */
-  mt_close_ok (c.bufs[1], c.stream);
-  c.bufs[1] = NULL;
+  setup_refaulted_closed (&c);
+  g = gran (c.mr);
   cc = mt_alloc_ok (c.mr, 33 * g, c.stream);
   g_assert_cmphex (memres_buffer_get_address (cc), ==, c.addr_c + 33 * g);
   assert_counts (c.mr, 64, 1, 34, 96, 34);
@@ -579,11 +587,8 @@ test_headroom_failed_placement (void)
   if (!mt_require_devices (1) || !mt_require_fake ("fault injection needs the fake driver"))
     return;
   mt_counts_snapshot (&base);
-  setup_refaulted (&c);
+  setup_refaulted_closed (&c);
   g = gran (c.mr);
-  mt_close_ok (c.bufs[1], c.stream);
-  c.bufs[1] = NULL;
-  kept_byte[1] = 0;
   mt_fake_fail_call ("cuMemMap", 1, CUDA_ERROR_UNKNOWN);
   cc = memres_resource_allocate (c.mr, 33 * g, c.stream, &error);
   mt_fake_reset_faults ();
