@@ -317,19 +317,20 @@ guint
 arena_span_unbacked (Arena *self, guint64 addr, guint64 size)
 {
   guint g0 = arena_granule (self, addr), g1 = arena_granule (self, addr + size - 1) + 1;
-  guint mapped = 0;
+  guint unbacked = 0;
 
   while (g0 < g1)
     {
-      guint lo = g0 % 64, hi = MIN (64, lo + (g1 - g0));
-      guint64 word = self->mapped_bits[g0 / 64] >> lo;
+      guint lo = g0 % 64, n = MIN (64 - lo, g1 - g0);
+      guint64 mask = n == 64 ? G_MAXUINT64 : ((G_GUINT64_CONSTANT (1) << n) - 1) << lo;
+      guint64 word = self->mapped_bits[g0 / 64] & mask;
 
-      if (hi - lo < 64)
-        word &= (G_GUINT64_CONSTANT (1) << (hi - lo)) - 1;
-      mapped += __builtin_popcountll (word);
-      g0 += hi - lo;
+      /* all mapped, nearly always: no count */
+      if (word != mask)
+        unbacked += n - (guint) __builtin_popcountll (word);
+      g0 += n;
     }
-  return arena_granule (self, addr + size - 1) + 1 - arena_granule (self, addr) - mapped;
+  return unbacked;
 }
 
 /* Bytes of [addr, addr + size) that lie in mapped granules; *@idle the idle granules among them. */

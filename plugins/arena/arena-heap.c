@@ -315,27 +315,6 @@ arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size)
   return addr;
 }
 
-/* Whether granule @g may hold bytes of tag @tag (cache_tag_index(), 0 untagged) when the free
- * bytes [lo, hi) around it are taken: it serves @tag already, holds nothing, or lies wholly in
- * those free bytes (then nothing else is in it). Tag-aware placement (docs/arena.md): a granule
- * serves one tag, so that a tag's sleep can release whole granules. */
-static gboolean
-granule_serves (Arena *self, guint g, guint64 lo, guint64 hi, guint tag)
-{
-  guint64 ga = arena_granule_address (self, g);
-
-  return self->gtag[g] == tag || self->held[g] == 0 || (lo <= ga && ga + self->granularity <= hi);
-}
-
-/* Whether [a, a + size), inside the free bytes [lo, hi), may serve @tag: its end granules (the
- * others lie wholly in the free bytes). */
-gboolean
-arena_heap_window_serves (Arena *self, guint64 a, guint64 size, guint64 lo, guint64 hi, guint tag)
-{
-  return granule_serves (self, arena_granule (self, a), lo, hi, tag)
-         && granule_serves (self, arena_granule (self, a + size - 1), lo, hi, tag);
-}
-
 /* A window of @size bytes in @r that may serve @tag: its start (@at_end: its end) when that
  * serves, else the other end, else one starting or ending at a granule boundary inside it.
  * FALSE when none does. */
@@ -655,7 +634,7 @@ arena_placement_begin (Arena *self, guint64 addr, guint64 size, guint owner)
 }
 
 /* A new extent for tag @owner (cache_tag_index(): its granules serve that tag alone, see
- * granule_serves()); extent_place() does the rest. */
+ * arena_granule_serves()); extent_place() does the rest. */
 gboolean
 arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
                   guint64 *addr, GError **error)

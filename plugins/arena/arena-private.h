@@ -49,7 +49,7 @@
  * Tags (docs/arena.md). A granule with held bytes serves one tag (Arena.gtag: the tag of the
  * buffers in it, untagged its own class), and so does a slab (Chunk.tag, Block.tag): placement
  * never puts bytes of one tag in a granule that holds another's (arena-heap.c's
- * granule_serves()), so that a tag's sleep can release whole granules (arena-sleep.c).
+ * arena_granule_serves()), so that a tag's sleep can release whole granules (arena-sleep.c).
  *
  * Memory model. Reservations of address space (`reserve` bytes at init, more when no free range
  * holds a request), one granule table over them all. Every byte of them is either
@@ -391,6 +391,31 @@ arena_granule_address (const Arena *self, guint g)
   return self->resv[i].base + ((guint64) (g - self->resv[i].first) << self->granule_shift);
 }
 
+/* Whether granule @g may hold bytes of tag @tag (cache_tag_index(), 0 untagged) when the free
+ * bytes [lo, hi) around it are taken: it serves @tag already, holds nothing, or lies wholly in
+ * those free bytes (then nothing else is in it). Tag-aware placement (docs/arena.md): a granule
+ * serves one tag, so that a tag's sleep can release whole granules. */
+static inline gboolean
+arena_granule_serves (const Arena *self, guint g, guint64 lo, guint64 hi, guint tag)
+{
+  guint64 ga;
+
+  if (self->gtag[g] == tag || self->held[g] == 0)
+    return TRUE;
+  ga = arena_granule_address (self, g);
+  return lo <= ga && ga + self->granularity <= hi;
+}
+
+/* Whether [a, a + size), inside the free bytes [lo, hi), may serve @tag: its end granules (the
+ * others lie wholly in the free bytes). Inline: a placement asks it of every window it weighs. */
+static inline gboolean
+arena_heap_window_serves (const Arena *self, guint64 a, guint64 size, guint64 lo, guint64 hi,
+                          guint tag)
+{
+  return arena_granule_serves (self, arena_granule (self, a), lo, hi, tag)
+         && arena_granule_serves (self, arena_granule (self, a + size - 1), lo, hi, tag);
+}
+
 /* Bytes in use: large buffers and blocks handed out, with @fronts_cached bytes of free blocks
  * in the fronts (cache_fronts_cached(), or _exact() for the statistics); the free blocks of the
  * shared bins and those parked while their tag sleeps are not in use. Lock held. */
@@ -515,8 +540,6 @@ void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream ta
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
 gboolean arena_heap_window (Arena *self, Range *r, guint64 size, guint tag, gboolean at_end,
                             guint64 *addr);
-gboolean arena_heap_window_serves (Arena *self, guint64 a, guint64 size, guint64 lo, guint64 hi,
-                                   guint tag);
 Range *arena_heap_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag,
                                guint64 *addr);
 Range *arena_heap_range_at (Arena *self, guint64 a);
