@@ -700,25 +700,56 @@ arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GE
   return TRUE;
 }
 
+/* The most one request could get from free range @r without creating memory: the longest run
+ * of its bytes, granule by granule, whose granules without memory number at most the granules
+ * idle elsewhere (and spares), @reusable of them. A run is contiguous: mapped bytes at both ends
+ * of the range with unmapped granules between them are not one block. */
+static guint64
+range_servable (Arena *self, const Range *r, guint reusable)
+{
+  guint64 end = r->addr + r->size, best = 0, sum = 0;
+  guint g0 = arena_granule (self, r->addr), g1 = arena_granule (self, end - 1);
+  guint idle, k, unmapped = 0, lo;
+  guint64 mapped = arena_span_mapped_bytes (self, r->addr, r->size, &idle);
+
+  k = reusable - MIN (idle, reusable);
+  if (r->size - mapped <= (guint64) k * self->granularity)
+    return r->size;
+  lo = g0;
+  for (guint g = g0; g <= g1; g++)
+    {
+      guint64 ga = arena_granule_address (self, g);
+
+      sum += MIN (end, ga + self->granularity) - MAX (r->addr, ga);
+      unmapped += self->handle[g] == 0;
+      while (unmapped > k)
+        {
+          guint64 la = arena_granule_address (self, lo);
+
+          sum -= MIN (end, la + self->granularity) - MAX (r->addr, la);
+          unmapped -= self->handle[lo] == 0;
+          lo++;
+        }
+      best = MAX (best, sum);
+    }
+  return best;
+}
+
 static gboolean
 largest_of (gpointer key, gpointer value, gpointer data)
 {
   Range *r = key;
   guint64 *largest = data;
   Arena *self = (Arena *) (guintptr) largest[1];
-  guint idle;
-  guint64 mapped = arena_span_mapped_bytes (self, r->addr, r->size, &idle);
-  guint64 most
-      = mapped
-        + (guint64) (arena_reusable (self) - MIN (idle, arena_reusable (self))) * self->granularity;
 
-  largest[0] = MAX (largest[0], MIN (r->size, most));
+  largest[0] = MAX (largest[0], range_servable (self, r, arena_reusable (self)));
   return FALSE;
 }
 
 /* The most one request could get from the physical memory the arena holds, without creating
- * any: over every free range, its bytes in mapped granules plus the granules idle elsewhere
- * (and spares), at most the range. For the out-of-memory report; lock held. */
+ * any: over every free range, its longest run of bytes whose granules without memory the
+ * granules idle elsewhere (and spares) can back (range_servable()). For the out-of-memory
+ * report; lock held. */
 guint64
 arena_heap_largest_servable (Arena *self)
 {
