@@ -905,6 +905,30 @@ test_oom_largest_split (void)
   unhog_device (hog);
 }
 
+
+/* requests the device cannot hold, each larger than the last (a program probing down from too
+ * much, or a batch size doubled until it fails): every one fails, and the address space reserved
+ * for them is not kept (docs/arena.md, Failures: every driver step is rolled back) */
+static void
+test_oom_growing_va (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("arena:device=0,check=true");
+  guint64 virt0 = counter (mr, "virtual");
+
+  for (guint i = 1; i <= 6; i++)
+    {
+      GError *error = NULL;
+      MemresBuffer *b = memres_resource_allocate (mr, (gsize) i << 40, NULL, &error);
+
+      g_assert_null (b);
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+      g_clear_error (&error);
+      g_test_message ("after %u TiB: virtual %" G_GUINT64_FORMAT " in %" G_GUINT64_FORMAT
+                      " reservations", i, counter (mr, "virtual"), counter (mr, "reservations"));
+    }
+  g_assert_cmpuint (counter (mr, "virtual"), ==, virt0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -930,5 +954,6 @@ main (int argc, char **argv)
   g_test_add_func ("/arena-break/stats/peaks", test_stats_peaks);
   g_test_add_func ("/arena-break/threads/front-outlives", test_front_outlives);
   g_test_add_func ("/arena-break/oom/largest-split", test_oom_largest_split);
+  g_test_add_func ("/arena-break/oom/growing-va", test_oom_growing_va);
   return g_test_run ();
 }
