@@ -77,6 +77,7 @@ extent_new_or_flush (Arena *self, guint64 size, gboolean slab, MemresStream tag,
                      guint64 *addr, GError **error)
 {
   gboolean flushed = FALSE, ok = FALSE;
+  guint n_resv = self->n_resv;
 
   self->va_refused = 0;
   /* every free byte in the heap: a placement sees the parked extents too (arena-park.c) */
@@ -114,6 +115,8 @@ extent_new_or_flush (Arena *self, guint64 size, gboolean slab, MemresStream tag,
     }
   self->no_unmap = FALSE;
   arena_spares_release (self);
+  if (!ok)
+    arena_reservations_drop_empty (self, n_resv); /* what it reserved for itself */
   return ok;
 }
 

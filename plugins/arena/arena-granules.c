@@ -482,6 +482,35 @@ arena_span_claim (Arena *self, guint64 addr, guint64 size)
   arena_span_count (self, addr, size, 1);
 }
 
+/* The reservations past the first @keep given back (cuMemAddressFree), newest first, while the
+ * newest is one settled free range with nothing in it: what a failed allocation reserved for
+ * itself (arena-alloc.c). Without it, each failing request larger than any free range (1 TiB,
+ * 2 TiB, ... on a 4 GiB device) left a reservation behind: 10 TiB of address space after five
+ * (/arena-break/oom/growing-va). Lock held. */
+void
+arena_reservations_drop_empty (Arena *self, guint keep)
+{
+  while (self->n_resv > MAX (keep, 1))
+    {
+      const Reservation *v = &self->resv[self->n_resv - 1];
+      Range *r = arena_heap_range_at (self, v->base);
+      CUresult res;
+
+      if (r == NULL || r->addr != v->base || r->size != v->size || r->tag != NULL)
+        return;
+      if ((res = self->drv->cuMemAddressFree (v->base, v->size)) != CUDA_SUCCESS)
+        {
+          g_debug ("arena: giving back an empty reservation failed (%d); kept", res);
+          return;
+        }
+      arena_range_unlink (self, r);
+      arena_range_free (self, r);
+      self->va_size -= v->size;
+      self->n_granules = v->first;
+      self->n_resv--;
+    }
+}
+
 /* More address space: a new reservation (cuMemAddressReserve) of the first one's size, or of
  * @size rounded up to the granularity when that is more (if the driver refuses, of that much
  * only), its granules appended to the table, all of it one settled free range. Lock held. On

@@ -467,6 +467,7 @@ guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
 void arena_spares_release (Arena *self);
 gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
+void arena_reservations_drop_empty (Arena *self, guint keep);
 
 /* arena-headroom.c */
 /* Arena.moved_away: a granule's memory was unmapped to back another (a refault if it needs
