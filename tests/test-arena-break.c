@@ -26,6 +26,21 @@ consistent (MemresResource *mr)
   return s;
 }
 
+/* Everything closed: nothing used, nothing mapped after a trim; @streams freed */
+static void
+assert_emptied (MemresResource *mr, CUstream *streams, guint n)
+{
+  MemresStats st;
+
+  g_assert_cmpuint (counter (mr, "used"), ==, 0);
+  trim_ok (mr);
+  st = consistent (mr);
+  g_assert_cmpuint (st.used_current, ==, 0);
+  g_assert_cmpuint (st.reserved_current, ==, 0);
+  for (guint i = 0; i < n; i++)
+    mt_stream_free (streams[i]);
+}
+
 static gsize
 random_size (void)
 {
@@ -127,16 +142,7 @@ random_ops (const char *spec, guint n_ops)
   for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
     if (bufs[i] != NULL)
       mt_close_ok (bufs[i], NULL);
-  g_assert_cmpuint (counter (mr, "used"), ==, 0);
-  trim_ok (mr);
-  {
-    MemresStats st = consistent (mr);
-
-    g_assert_cmpuint (st.used_current, ==, 0);
-    g_assert_cmpuint (st.reserved_current, ==, 0);
-  }
-  for (guint i = 0; i < G_N_ELEMENTS (streams); i++)
-    mt_stream_free (streams[i]);
+  assert_emptied (mr, streams, G_N_ELEMENTS (streams));
 }
 
 static void
@@ -362,16 +368,7 @@ random_async (const char *spec, guint n_ops)
           mt_assert_bytes (bufs[i], byte[i], streams[home[i]]);
         mt_close_ok (bufs[i], streams[home[i]]);
       }
-  g_assert_cmpuint (counter (mr, "used"), ==, 0);
-  trim_ok (mr);
-  {
-    MemresStats st = consistent (mr);
-
-    g_assert_cmpuint (st.used_current, ==, 0);
-    g_assert_cmpuint (st.reserved_current, ==, 0);
-  }
-  for (guint i = 0; i < G_N_ELEMENTS (streams); i++)
-    mt_stream_free (streams[i]);
+  assert_emptied (mr, streams, G_N_ELEMENTS (streams));
   g_clear_pointer (&mr, memres_resource_unref);
   mt_hazard_end ();
 }
@@ -668,12 +665,15 @@ test_random_options (void)
   random_ops ("arena:device=0,check=true,settle=eager,event_bytes=0,release_threshold=1", 1500);
 }
 
+/* the three placements, each with its heap cross-checked (heap_errors) */
+static const char *const specs[]
+    = { "arena:device=0,check=true", "arena:device=0,place=stable,check=true",
+        "arena:device=0,park=true,check=true" };
+
 /* odd sizes through resize: to 0 and back, a 0-byte buffer grown, exactly max_block, one over */
 static void
 test_resize_edges (void)
 {
-  const char *specs[] = { "arena:device=0,check=true", "arena:device=0,place=stable,check=true",
-                          "arena:device=0,park=true,check=true" };
 
   for (guint k = 0; k < G_N_ELEMENTS (specs); k++)
     {
@@ -716,8 +716,6 @@ test_resize_edges (void)
 static void
 test_stats_peaks (void)
 {
-  const char *specs[] = { "arena:device=0,check=true", "arena:device=0,place=stable,check=true",
-                          "arena:device=0,park=true,check=true" };
 
   for (guint k = 0; k < G_N_ELEMENTS (specs); k++)
     {
