@@ -80,11 +80,11 @@ arena_heap_clear (Arena *self)
 
 #define KEY(a) GSIZE_TO_POINTER ((gsize) (a))
 
-/* What a range keeps of its places in the tables while it changes (range_detach(), then
- * range_attach()): its place in the address tree (shrunk or grown into free space, the tree's
- * order still holds), its start's entry in by_start, its end's in by_end (the address
- * unchanged). A placement taken from one end of a range, or a free merged into a neighbour,
- * moves one end only: the other's entry stays, one hash removal and one insertion fewer. */
+/* What a range keeps of its places in the tables while it changes (range_reshape()): its place in
+ * the address tree (shrunk or grown into free space, the tree's order still holds), its start's
+ * entry in by_start, its end's in by_end (the address unchanged). A placement taken from one end of
+ * a range, or a free merged into a neighbour, moves one end only: the other's entry stays, one hash
+ * removal and one insertion fewer. */
 enum
 {
   KEEP_PLACE = 1 << 0,
@@ -111,33 +111,28 @@ fit_place_holds (Arena *self, Range *r, guint64 addr, guint64 size)
              || arena_range_cmp (&probe, g_tree_node_key (n), NULL) < 0);
 }
 
-/* @r out of the tables, but for what @keep says it keeps (the caller links it again with the
- * same @keep: range_attach()). With KEEP_PLACE, @addr and @size are what it becomes: TRUE when
- * it keeps its place in the best-fit tree as well (fit_place_holds(); the caller changes its key
- * in place and passes TRUE to range_attach()). */
-static gboolean
-range_detach (Arena *self, Range *r, guint keep, guint64 addr, guint64 size)
+/* @r out of the tables, but for what @keep says it keeps and, when @held, its place in the
+ * best-fit tree (range_reshape()). */
+static void
+range_detach (Arena *self, Range *r, guint keep, gboolean held)
 {
-  gboolean holds = (keep & KEEP_PLACE) != 0 && fit_place_holds (self, r, addr, size);
-
   if ((keep & KEEPS_START) == 0)
     g_hash_table_remove (self->by_start, KEY (r->addr));
   if ((keep & KEEPS_END) == 0)
     g_hash_table_remove (self->by_end, KEY (r->addr + r->size));
   if ((keep & KEEP_PLACE) == 0)
     g_tree_remove (self->addr_tree, r);
-  if (!holds)
+  if (!held)
     g_tree_steal (self->free_tree, r);
   if (r->tag != NULL)
     self->tagged_bytes -= r->size;
   arena_runs_detached (self, r);
-  return holds;
 }
 
 void
 arena_range_unlink (Arena *self, Range *r)
 {
-  range_detach (self, r, 0, 0, 0);
+  range_detach (self, r, 0, FALSE);
 }
 
 /* @r's event unreferenced, the struct kept for range_new() (a best-fit pair frees one range
@@ -163,10 +158,9 @@ range_new (Arena *self)
   return r;
 }
 
-/* @r into the tables, but for what it kept there (@kept: range_detach()'s @keep; @held: its
- * answer, the place in the best-fit tree kept). @before and @after: the free ranges that end
- * where it starts and start where it ends (NULL: none), which each caller knows (the run index
- * links them, arena-runs.c; arena_heap_check() checks them). */
+/* @r into the tables, but for what it kept there (@kept, @held: range_detach()'s). @before and
+ * @after: the free ranges that end where it starts and start where it ends (NULL: none), which
+ * each caller knows (the run index links them, arena-runs.c; arena_heap_check() checks them). */
 static void
 range_attach (Arena *self, Range *r, guint kept, gboolean held, Range *before, Range *after)
 {
@@ -181,6 +175,22 @@ range_attach (Arena *self, Range *r, guint kept, gboolean held, Range *before, R
   if (r->tag != NULL)
     self->tagged_bytes += r->size;
   arena_runs_attached (self, r, before, after);
+}
+
+/* @r, a free range, becomes [addr, addr + size), one end where it was (@keep: KEEP_START or
+ * KEEP_END), shrunk or grown into free space: out of the tables and in again, keeping the entries
+ * that stay true (the other end's, its place in the address tree, and its place in the best-fit
+ * tree where fit_place_holds()). @before and @after: its free neighbours then. */
+static void
+range_reshape (Arena *self, Range *r, guint keep, guint64 addr, guint64 size, Range *before,
+               Range *after)
+{
+  gboolean held = fit_place_holds (self, r, addr, size);
+
+  range_detach (self, r, keep, held);
+  r->addr = addr;
+  r->size = size;
+  range_attach (self, r, keep, held, before, after);
 }
 
 /* arena_heap_insert() with the free ranges that end at @addr (@before) and start at
@@ -209,22 +219,20 @@ heap_insert_between (Arena *self, guint64 addr, guint64 size, MemresStream tag, 
     {
       /* its free neighbours then: those of the ranges it merges, else @before and @after */
       Range *l = left != NULL ? left->before : before, *n = right != NULL ? right->after : after;
-      /* grown at its end (a left neighbour) or at its start (a right one alone) */
-      guint keep = r == left ? KEEP_START : KEEP_END;
       guint64 grown = r->size + size + (left != NULL && right != NULL ? right->size : 0);
-      gboolean held = range_detach (self, r, keep, r == right ? addr : r->addr, grown);
 
       if (left != NULL && right != NULL)
         {
           arena_range_unlink (self, right);
           arena_range_free (self, right);
         }
-      if (r == right)
-        r->addr = addr;
-      r->size = grown;
+      /* grown at its end (a left neighbour) or at its start (a right one alone) */
+      if (r == left)
+        range_reshape (self, r, KEEP_START, r->addr, grown, l, n);
+      else
+        range_reshape (self, r, KEEP_END, addr, grown, l, n);
       cache_event_unref (&self->parts, r->event);
       r->event = event;
-      range_attach (self, r, keep, held, l, n);
       return;
     }
   r = range_new (self);
@@ -278,18 +286,16 @@ guint64
 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end)
 {
   guint64 addr = at_end ? r->addr + r->size - size : r->addr;
-  guint keep = r->size == size ? 0 : at_end ? KEEP_START : KEEP_END;
-  gboolean held = range_detach (self, r, keep, at_end ? r->addr : r->addr + size, r->size - size);
 
-  if (r->size > size)
+  if (r->size == size)
     {
-      if (!at_end)
-        r->addr += size;
-      r->size -= size;
-      range_attach (self, r, keep, held, at_end ? r->before : NULL, at_end ? NULL : r->after);
+      arena_range_unlink (self, r);
+      arena_range_free (self, r);
     }
+  else if (at_end)
+    range_reshape (self, r, KEEP_START, r->addr, r->size - size, r->before, NULL);
   else
-    arena_range_free (self, r);
+    range_reshape (self, r, KEEP_END, r->addr + size, r->size - size, NULL, r->after);
   return addr;
 }
 
@@ -299,16 +305,13 @@ guint64
 arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size)
 {
   guint64 end = r->addr + r->size;
-  gboolean held;
 
   if (addr == r->addr || addr + size == end)
     return arena_heap_take (self, r, size, addr != r->addr);
   /* @r keeps the bytes before (its place in the address tree too: the piece after starts past
    * it), shrunk before the piece after goes in (the best-fit tree's order is checked against
    * the ranges there now); the piece after: a new range with a reference of the event */
-  held = range_detach (self, r, KEEP_START, r->addr, addr - r->addr);
-  r->size = addr - r->addr;
-  range_attach (self, r, KEEP_START, held, r->before, NULL);
+  range_reshape (self, r, KEEP_START, r->addr, addr - r->addr, r->before, NULL);
   if (r->event != NULL)
     r->event->refs++;
   arena_heap_insert (self, addr + size, end - (addr + size), r->tag, r->event);
