@@ -178,28 +178,22 @@ test_allocate_huge_table (void)
 static void
 test_allocate_many_chunks (void)
 {
-  VmmGranularity saved;
-  gsize g = 64 * 1024;
-  g_autoptr (MemresResource) mr = NULL;
-  FakeCudaCounts base;
+  VmmSmallChunks sc = { 0 };
+  gsize g = VMM_SMALL_CHUNK;
   MemresBuffer *buf;
   long creates;
 
   if (!require_device () || !mt_require_fake ("sets the fake's granularity"))
     return;
-  vmm_granularity_lower (&saved, g);
-  mt_fake_counts_begin (&base);
-  mr = mt_new_printf_ok ("vmm:chunk=64KiB");
+  vmm_small_chunks_begin (&sc);
   creates = mt_fake_call_count ("cuMemCreate");
-  buf = allocate (mr, 4097 * g);
+  buf = allocate (sc.mr, 4097 * g);
   g_assert_cmpint (mt_fake_call_count ("cuMemCreate") - creates, ==, 4097);
   g_assert_cmpuint (memres_buffer_get_size (buf), ==, 4097 * g);
   mt_write_pattern (buf, 4096 * g, g, 41, NULL);
   mt_check_pattern (buf, 4096 * g, g, 41, NULL);
   close_buffer (buf);
-  g_clear_pointer (&mr, memres_resource_unref);
-  mt_assert_fake_counts_equal (&base);
-  vmm_granularity_restore (&saved);
+  vmm_small_chunks_end (&sc);
 }
 
 /* A tag's buffer of thousands of chunks (its table grown as they were created) sleeps and wakes
@@ -211,22 +205,19 @@ test_allocate_many_chunks (void)
 static void
 test_sleep_many_chunks (void)
 {
-  VmmGranularity saved;
-  gsize g = 64 * 1024;
-  g_autoptr (MemresResource) mr = NULL;
+  VmmSmallChunks sc = { 0 };
+  gsize g = VMM_SMALL_CHUNK;
   g_autoptr (MemresSleepPolicy) policy = NULL;
   g_autoptr (GError) error = NULL;
-  FakeCudaCounts base, awake, asleep, now;
+  FakeCudaCounts awake, asleep, now;
   MemresBuffer *buf;
   guint64 address;
 
   if (!require_device () || !mt_require_fake ("sets the fake's granularity"))
     return;
-  vmm_granularity_lower (&saved, g);
-  mt_fake_counts_begin (&base);
-  mr = mt_new_printf_ok ("vmm:chunk=64KiB");
+  vmm_small_chunks_begin (&sc);
   g_assert_true (memres_tag_push ("vmm-many", &error));
-  buf = allocate (mr, 4097 * g);
+  buf = allocate (sc.mr, 4097 * g);
   g_assert_true (memres_tag_pop ("vmm-many", &error));
   g_assert_no_error (error);
   address = memres_buffer_get_address (buf);
@@ -236,14 +227,14 @@ test_sleep_many_chunks (void)
   policy = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, &error);
   g_assert_no_error (error);
 
-  g_assert_true (memres_resource_sleep (mr, "vmm-many", policy, NULL, &error));
+  g_assert_true (memres_resource_sleep (sc.mr, "vmm-many", policy, NULL, &error));
   g_assert_no_error (error);
   g_assert_true (memres_buffer_is_asleep (buf));
   mt_fake_get_counts (&asleep);
   g_assert_cmpint (asleep.physical_handles, ==, awake.physical_handles - 4097);
 
   mt_fake_fail_call ("cuMemCreate", 4097, CUDA_ERROR_OUT_OF_MEMORY);
-  g_assert_false (memres_resource_wake (mr, "vmm-many", NULL, &error));
+  g_assert_false (memres_resource_wake (sc.mr, "vmm-many", NULL, &error));
   mt_fake_reset_faults ();
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   g_assert_nonnull (strstr (error->message, "cuMemCreate"));
@@ -253,7 +244,7 @@ test_sleep_many_chunks (void)
   g_assert_cmpint (now.physical_handles, ==, asleep.physical_handles);
   g_assert_cmpint (now.mappings, ==, asleep.mappings);
 
-  g_assert_true (memres_resource_wake (mr, "vmm-many", NULL, &error));
+  g_assert_true (memres_resource_wake (sc.mr, "vmm-many", NULL, &error));
   g_assert_no_error (error);
   g_assert_false (memres_buffer_is_asleep (buf));
   g_assert_cmphex (memres_buffer_get_address (buf), ==, address);
@@ -262,9 +253,7 @@ test_sleep_many_chunks (void)
   mt_check_pattern (buf, 0, g, 61, NULL);
   mt_check_pattern (buf, 4095 * g, 2 * g, 62, NULL);
   close_buffer (buf);
-  g_clear_pointer (&mr, memres_resource_unref);
-  mt_assert_fake_counts_equal (&base);
-  vmm_granularity_restore (&saved);
+  vmm_small_chunks_end (&sc);
 }
 
 /* location=host and host_numa: the CPU uses the pointer, the device sees the same bytes. */

@@ -176,20 +176,23 @@ vmm_test_init (int *argc, char ***argv)
 }
 
 void
-vmm_granularity_lower (VmmGranularity *saved, gsize g)
+vmm_small_chunks_begin (VmmSmallChunks *sc)
 {
-  g_assert_nonnull (saved->fake = dlopen (mt_driver ()->path, RTLD_NOW | RTLD_NOLOAD));
-  g_assert_nonnull (saved->set
-                    = (void (*) (size_t, size_t)) dlsym (saved->fake, "fakecuda_set_granularity"));
-  saved->minimum = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  saved->recommended
-      = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-  saved->set (g, g);
+  g_assert_nonnull (sc->fake = dlopen (mt_driver ()->path, RTLD_NOW | RTLD_NOLOAD));
+  g_assert_nonnull (sc->set
+                    = (void (*) (size_t, size_t)) dlsym (sc->fake, "fakecuda_set_granularity"));
+  sc->minimum = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  sc->recommended = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  sc->set (VMM_SMALL_CHUNK, VMM_SMALL_CHUNK);
+  mt_fake_counts_begin (&sc->base);
+  sc->mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, VMM_SMALL_CHUNK);
 }
 
 void
-vmm_granularity_restore (VmmGranularity *saved)
+vmm_small_chunks_end (VmmSmallChunks *sc)
 {
-  saved->set (saved->minimum, saved->recommended);
-  dlclose (saved->fake);
+  g_clear_pointer (&sc->mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&sc->base);
+  sc->set (sc->minimum, sc->recommended);
+  dlclose (sc->fake);
 }

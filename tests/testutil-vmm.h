@@ -39,19 +39,26 @@ MemresStats stats (MemresResource *mr);
 /* memres_resource_get_tag_counts() of a counted layer (`stats`) for @tag, asserted to succeed. */
 MemresTagCounts tag_counts (MemresResource *mr, const char *tag);
 
-/* The fake's allocation granularity lowered to @g bytes (minimum and recommended, through
- * fakecuda_set_granularity() of the loaded fake), so that a buffer of thousands of chunks stays
- * small; vmm_granularity_restore() sets back what it was. Fake only. */
+/* The bytes of a chunk of vmm_small_chunks_begin()'s resource, and the fake's granularity then */
+#define VMM_SMALL_CHUNK ((gsize) 64 * 1024)
+
+/* A `vmm` resource of VMM_SMALL_CHUNK chunks, with the fake's allocation granularity (minimum
+ * and recommended, through fakecuda_set_granularity() of the loaded fake) lowered to that, so
+ * that a buffer of thousands of chunks stays small, and the fake's counts taken first
+ * (mt_fake_counts_begin()). vmm_small_chunks_end() drops the resource, asserts the fake's counts
+ * back where they were and sets the granularity back. Fake only. */
 typedef struct
 {
   void *fake;
   void (*set) (size_t minimum, size_t recommended);
   gsize minimum, recommended;
-} VmmGranularity;
+  FakeCudaCounts base;
+  MemresResource *mr;
+} VmmSmallChunks;
 
-void vmm_granularity_lower (VmmGranularity *saved, gsize g);
+void vmm_small_chunks_begin (VmmSmallChunks *sc);
 
-void vmm_granularity_restore (VmmGranularity *saved);
+void vmm_small_chunks_end (VmmSmallChunks *sc);
 
 /* mt_init() of the vmm programs; against the fake, first two devices (for the peer tests) and
  * 8 GiB each (FAKECUDA_DEVICES, FAKECUDA_DEVICE_MEMORY, unless set). */
