@@ -1,9 +1,9 @@
 /* memres - CUDA memory resources
  * arena-heap.c: the address range of the `arena` kind as free ranges: best fit (the smallest
  * free range that holds a request, by a tree ordered on (tag, size, address)), neighbours of the
- * same tag coalesced at every insert (two hash tables, by start and by end address), and the
- * free range holding an address found by a second tree, ordered on the address
- * (arena_heap_range_at()).
+ * same tag coalesced at every insert, and the free range holding an address, or the free
+ * neighbours of bytes being freed, found by a second tree, ordered on the address
+ * (arena_heap_range_at(), heap_neighbours()).
  *
  * A range's tag is the stream of the last free that made it (normalized: the legacy stream is
  * MEMRES_STREAM_LEGACY), or NULL once it is settled. A tagged range is reused at once by
@@ -50,8 +50,6 @@ arena_heap_init (Arena *self)
   self->free_tree = g_tree_new_full (arena_range_cmp, NULL, NULL, g_free);
   arena_runs_init (self);
   self->addr_tree = g_tree_new_full (range_addr_cmp, NULL, NULL, NULL);
-  self->by_start = g_hash_table_new (g_direct_hash, g_direct_equal);
-  self->by_end = g_hash_table_new (g_direct_hash, g_direct_equal);
 }
 
 static gboolean
@@ -68,8 +66,6 @@ void
 arena_heap_clear (Arena *self)
 {
   g_tree_foreach (self->free_tree, unref_event, &self->parts);
-  g_clear_pointer (&self->by_start, g_hash_table_unref);
-  g_clear_pointer (&self->by_end, g_hash_table_unref);
   g_clear_pointer (&self->addr_tree, g_tree_destroy);
   g_clear_pointer (&self->run_tree, g_tree_destroy);
   g_clear_pointer (&self->run_dirty, g_free);
@@ -77,22 +73,6 @@ arena_heap_clear (Arena *self)
   while (self->n_range_pool > 0)
     g_free (self->range_pool[--self->n_range_pool]);
 }
-
-#define KEY(a) GSIZE_TO_POINTER ((gsize) (a))
-
-/* What a range keeps of its places in the tables while it changes (range_reshape()): its place in
- * the address tree (shrunk or grown into free space, the tree's order still holds), its start's
- * entry in by_start, its end's in by_end (the address unchanged). A placement taken from one end of
- * a range, or a free merged into a neighbour, moves one end only: the other's entry stays, one hash
- * removal and one insertion fewer. */
-enum
-{
-  KEEP_PLACE = 1 << 0,
-  KEEPS_START = 1 << 1,
-  KEEPS_END = 1 << 2,
-  KEEP_START = KEEPS_START | KEEP_PLACE, /* the end moves */
-  KEEP_END = KEEPS_END | KEEP_PLACE,     /* the start moves */
-};
 
 /* Whether @r, its key in the best-fit tree about to become (its tag, @size, @addr), keeps its
  * place there: the ranges before and after it in the tree's order stay on either side of the new
@@ -111,16 +91,13 @@ fit_place_holds (Arena *self, Range *r, guint64 addr, guint64 size)
              || arena_range_cmp (&probe, g_tree_node_key (n), NULL) < 0);
 }
 
-/* @r out of the tables, but for what @keep says it keeps and, when @held, its place in the
- * best-fit tree (range_reshape()). */
+/* @r out of the tables, but for its place in the address tree when @reshaped (range_reshape():
+ * shrunk or grown into free space, the tree's order still holds) and, when @held, its place in
+ * the best-fit tree. */
 static void
-range_detach (Arena *self, Range *r, guint keep, gboolean held)
+range_detach (Arena *self, Range *r, gboolean reshaped, gboolean held)
 {
-  if ((keep & KEEPS_START) == 0)
-    g_hash_table_remove (self->by_start, KEY (r->addr));
-  if ((keep & KEEPS_END) == 0)
-    g_hash_table_remove (self->by_end, KEY (r->addr + r->size));
-  if ((keep & KEEP_PLACE) == 0)
+  if (!reshaped)
     g_tree_remove (self->addr_tree, r);
   if (!held)
     g_tree_steal (self->free_tree, r);
@@ -132,7 +109,7 @@ range_detach (Arena *self, Range *r, guint keep, gboolean held)
 void
 arena_range_unlink (Arena *self, Range *r)
 {
-  range_detach (self, r, 0, FALSE);
+  range_detach (self, r, FALSE, FALSE);
 }
 
 /* @r's event unreferenced, the struct kept for range_new() (a best-fit pair frees one range
@@ -158,17 +135,14 @@ range_new (Arena *self)
   return r;
 }
 
-/* @r into the tables, but for what it kept there (@kept, @held: range_detach()'s). @before and
- * @after: the free ranges that end where it starts and start where it ends (NULL: none), which
- * each caller knows (the run index links them, arena-runs.c; arena_heap_check() checks them). */
+/* @r into the tables, but for what it kept there (@reshaped, @held: range_detach()'s). @before
+ * and @after: the free ranges that end where it starts and start where it ends (NULL: none),
+ * which each caller knows (the run index links them, arena-runs.c; arena_heap_check() checks
+ * them). */
 static void
-range_attach (Arena *self, Range *r, guint kept, gboolean held, Range *before, Range *after)
+range_attach (Arena *self, Range *r, gboolean reshaped, gboolean held, Range *before, Range *after)
 {
-  if ((kept & KEEPS_START) == 0)
-    g_hash_table_insert (self->by_start, KEY (r->addr), r);
-  if ((kept & KEEPS_END) == 0)
-    g_hash_table_insert (self->by_end, KEY (r->addr + r->size), r);
-  if ((kept & KEEP_PLACE) == 0)
+  if (!reshaped)
     g_tree_insert (self->addr_tree, r, r);
   if (!held)
     g_tree_insert (self->free_tree, r, r);
@@ -177,20 +151,46 @@ range_attach (Arena *self, Range *r, guint kept, gboolean held, Range *before, R
   arena_runs_attached (self, r, before, after);
 }
 
-/* @r, a free range, becomes [addr, addr + size), one end where it was (@keep: KEEP_START or
- * KEEP_END), shrunk or grown into free space: out of the tables and in again, keeping the entries
- * that stay true (the other end's, its place in the address tree, and its place in the best-fit
- * tree where fit_place_holds()). @before and @after: its free neighbours then. */
+/* The free ranges around address @a, by one search of the address tree: *@prev the last that
+ * starts at or before it, *@next the first that starts after it (NULL where none). */
 static void
-range_reshape (Arena *self, Range *r, guint keep, guint64 addr, guint64 size, Range *before,
-               Range *after)
+addr_around (Arena *self, guint64 a, Range **prev, Range **next)
+{
+  Range key = { a, 0, NULL };
+  GTreeNode *n = g_tree_upper_bound (self->addr_tree, &key);
+  GTreeNode *p = n != NULL ? g_tree_node_previous (n) : g_tree_node_last (self->addr_tree);
+
+  *prev = p != NULL ? g_tree_node_key (p) : NULL;
+  *next = n != NULL ? g_tree_node_key (n) : NULL;
+}
+
+/* The free neighbours of the bytes [addr, end), which no free range holds (in use, or being
+ * freed): the range that ends at @addr (*@left) and the one that starts at @end (*@right), NULL
+ * where none. One search of the address tree: the first range starting after @addr starts at
+ * @end or later, and the one before it ends at @addr or earlier. */
+static void
+heap_neighbours (Arena *self, guint64 addr, guint64 end, Range **left, Range **right)
+{
+  Range *p, *n;
+
+  addr_around (self, addr, &p, &n);
+  *left = p != NULL && p->addr + p->size == addr ? p : NULL;
+  *right = n != NULL && n->addr == end ? n : NULL;
+}
+
+/* @r, a free range, becomes [addr, addr + size), shrunk or grown into free space (one end where
+ * it was, or the merge of a free that the address tree's order lets it keep its place):
+ * out of the tables and in again, keeping its place in the address tree, and in the best-fit
+ * tree where fit_place_holds(). @before and @after: its free neighbours then. */
+static void
+range_reshape (Arena *self, Range *r, guint64 addr, guint64 size, Range *before, Range *after)
 {
   gboolean held = fit_place_holds (self, r, addr, size);
 
-  range_detach (self, r, keep, held);
+  range_detach (self, r, TRUE, held);
   r->addr = addr;
   r->size = size;
-  range_attach (self, r, keep, held, before, after);
+  range_attach (self, r, TRUE, held, before, after);
 }
 
 /* arena_heap_insert() with the free ranges that end at @addr (@before) and start at
@@ -228,9 +228,9 @@ heap_insert_between (Arena *self, guint64 addr, guint64 size, MemresStream tag, 
         }
       /* grown at its end (a left neighbour) or at its start (a right one alone) */
       if (r == left)
-        range_reshape (self, r, KEEP_START, r->addr, grown, l, n);
+        range_reshape (self, r, r->addr, grown, l, n);
       else
-        range_reshape (self, r, KEEP_END, addr, grown, l, n);
+        range_reshape (self, r, addr, grown, l, n);
       cache_event_unref (&self->parts, r->event);
       r->event = event;
       return;
@@ -240,7 +240,7 @@ heap_insert_between (Arena *self, guint64 addr, guint64 size, MemresStream tag, 
   r->size = size;
   r->tag = tag;
   r->event = event;
-  range_attach (self, r, 0, FALSE, before, after);
+  range_attach (self, r, FALSE, FALSE, before, after);
 }
 
 /* [addr, addr + size) is free, tagged @tag (NULL: settled; its bytes must be dropped by the
@@ -249,24 +249,21 @@ heap_insert_between (Arena *self, guint64 addr, guint64 size, MemresStream tag, 
 void
 arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, CacheEvent *event)
 {
-  heap_insert_between (self, addr, size, tag, event, g_hash_table_lookup (self->by_end, KEY (addr)),
-                       g_hash_table_lookup (self->by_start, KEY (addr + size)));
+  Range *left, *right;
+
+  heap_neighbours (self, addr, addr + size, &left, &right);
+  heap_insert_between (self, addr, size, tag, event, left, right);
 }
 
-/* The free range (of any tag) that holds address @a, or NULL: one lookup in the tree by
+/* The free range (of any tag) that holds address @a, or NULL: one search of the tree by
  * address. */
 Range *
 arena_heap_range_at (Arena *self, guint64 a)
 {
-  Range key = { a, 0, NULL };
-  GTreeNode *node = g_tree_upper_bound (self->addr_tree, &key); /* the first starting after @a */
-  Range *r;
+  Range *r, *next;
 
-  node = node != NULL ? g_tree_node_previous (node) : g_tree_node_last (self->addr_tree);
-  if (node == NULL)
-    return NULL;
-  r = g_tree_node_key (node);
-  return a < r->addr + r->size ? r : NULL;
+  addr_around (self, a, &r, &next);
+  return r != NULL && a < r->addr + r->size ? r : NULL;
 }
 
 /* The smallest free range tagged @tag of at least @size bytes, or NULL. */
@@ -293,9 +290,9 @@ arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end)
       arena_range_free (self, r);
     }
   else if (at_end)
-    range_reshape (self, r, KEEP_START, r->addr, r->size - size, r->before, NULL);
+    range_reshape (self, r, r->addr, r->size - size, r->before, NULL);
   else
-    range_reshape (self, r, KEEP_END, r->addr + size, r->size - size, NULL, r->after);
+    range_reshape (self, r, r->addr + size, r->size - size, NULL, r->after);
   return addr;
 }
 
@@ -311,7 +308,7 @@ arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size)
   /* @r keeps the bytes before (its place in the address tree too: the piece after starts past
    * it), shrunk before the piece after goes in (the best-fit tree's order is checked against
    * the ranges there now); the piece after: a new range with a reference of the event */
-  range_reshape (self, r, KEEP_START, r->addr, addr - r->addr, r->before, NULL);
+  range_reshape (self, r, r->addr, addr - r->addr, r->before, NULL);
   if (r->event != NULL)
     r->event->refs++;
   arena_heap_insert (self, addr + size, end - (addr + size), r->tag, r->event);
@@ -682,11 +679,11 @@ bytes_waiting (guint64 size, MemresStream tag, const Range *left, const Range *r
 gboolean
 arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GError **error)
 {
-  /* its free neighbours, looked up once (recording the event changes no range) */
-  Range *left = g_hash_table_lookup (self->by_end, KEY (addr));
-  Range *right = g_hash_table_lookup (self->by_start, KEY (addr + size));
+  Range *left, *right;
   CacheEvent *event = NULL;
 
+  /* its free neighbours, looked up once (recording the event changes no range) */
+  heap_neighbours (self, addr, addr + size, &left, &right);
   if (tag != NULL
       && (event = arena_close_event (self, tag, bytes_waiting (size, tag, left, right), NULL))
              == NULL)
@@ -772,10 +769,10 @@ arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 n
                           MemresStream tag, GError **error)
 {
   guint64 at = addr + old_size, need = new_size - old_size;
-  Range *r = g_hash_table_lookup (self->by_start, KEY (at));
-
   guint owner = self->gtag[arena_granule (self, addr)];
+  Range *left, *r;
 
+  heap_neighbours (self, addr, at, &left, &r);
   if (r == NULL || (r->tag != NULL && r->tag != tag) || r->size < need
       || arena_reservation_of (self, addr) != arena_reservation_of (self, at)
       || !arena_heap_window_serves (self, at, need, r->addr, r->addr + r->size, owner))

@@ -291,9 +291,7 @@ typedef struct
   guint32 run_visit;     /* the arena_runs_best_fit() calls so far (Range.visit) */
   Range *range_pool[32]; /* Range structs freed, kept for the next free range (arena-heap.c) */
   guint n_range_pool;
-  GHashTable *by_start; /* free ranges by address */
-  GHashTable *by_end;   /* free ranges by end address */
-  GTree *addr_tree;     /* Range, by address: the range holding an address */
+  GTree *addr_tree;     /* Range, by address: the range holding an address, a free's neighbours */
   guint64 tagged_bytes; /* bytes of free ranges with a tag */
   guint64 large_used;   /* bytes of live large buffers */
   guint64 slab_bytes;   /* bytes of slabs (class bytes of their blocks) */

@@ -22,8 +22,6 @@
  * under parts.lock. */
 #include "arena-runs.h"
 
-#define KEY(a) GSIZE_TO_POINTER ((gsize) (a))
-
 /* @r into the run index or out of it. */
 void
 arena_runs_index (Arena *self, Range *r, gboolean in)
@@ -281,8 +279,11 @@ check_range (gpointer key, gpointer value, gpointer data)
   Check *c = data;
   Arena *self = c->self;
   Range *r = key;
-  Range *l = g_hash_table_lookup (self->by_end, KEY (r->addr));
-  Range *n = g_hash_table_lookup (self->by_start, KEY (r->addr + r->size));
+  GTreeNode *next = g_tree_node_next (g_tree_lookup_node (self->addr_tree, r));
+  Range *l = c->prev != NULL && c->prev->addr + c->prev->size == r->addr ? (Range *) c->prev : NULL;
+  Range *n = next != NULL && ((Range *) g_tree_node_key (next))->addr == r->addr + r->size
+                 ? g_tree_node_key (next)
+                 : NULL;
   gboolean member = arena_runs_member (self, r, l, n);
 
   c->ranges++;
@@ -291,9 +292,7 @@ check_range (gpointer key, gpointer value, gpointer data)
     c->tagged_bytes += r->size;
   /* in address order, not empty, apart from the one before */
   c->errors += r->size == 0 || (c->prev != NULL && c->prev->addr + c->prev->size > r->addr);
-  /* in the tables by start and by end and in the best-fit tree */
-  c->errors += g_hash_table_lookup (self->by_start, KEY (r->addr)) != r;
-  c->errors += g_hash_table_lookup (self->by_end, KEY (r->addr + r->size)) != r;
+  /* in the best-fit tree */
   c->errors += g_tree_lookup (self->free_tree, r) != r;
   /* linked with its free neighbours */
   c->errors += r->before != l || r->after != n;
@@ -305,7 +304,7 @@ check_range (gpointer key, gpointer value, gpointer data)
 }
 
 /* The disagreements among the heap's indexes: every free range of the address tree (in order,
- * none overlapping) in the tables by start and by end, the best-fit tree, linked with its free
+ * none overlapping) in the best-fit tree, linked with its free
  * neighbours and, exactly when one of them joins it in a run, in the run index; the counts of
  * those, and tagged_bytes, the sum of the tagged ranges. 0 unless the arena has a bug. A walk of
  * every free range (a few lookups each): for the tests, through the counter heap_errors
@@ -318,8 +317,6 @@ arena_heap_check (Arena *self)
   runs_flush (self);
   g_tree_foreach (self->addr_tree, check_range, &c);
   c.errors += c.ranges != (guint64) g_tree_nnodes (self->free_tree);
-  c.errors += c.ranges != g_hash_table_size (self->by_start);
-  c.errors += c.ranges != g_hash_table_size (self->by_end);
   c.errors += c.members != (guint64) g_tree_nnodes (self->run_tree);
   c.errors += c.tagged_bytes != self->tagged_bytes;
   return c.errors;

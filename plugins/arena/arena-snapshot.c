@@ -12,6 +12,13 @@
  * adjacent large buffers read as one block). */
 #include "arena-private.h"
 
+static gboolean
+range_collect (gpointer key, gpointer value, gpointer data)
+{
+  g_ptr_array_add (data, key);
+  return FALSE;
+}
+
 static gint
 range_cmp (gconstpointer a, gconstpointer b)
 {
@@ -158,8 +165,6 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   g_autoptr (GArray) withheld = NULL;
   g_autofree Range *parked = g_new (Range, self->n_parked + 1);
   guint next_withheld = 0, n_parked = 0;
-  GHashTableIter iter;
-  gpointer value;
   guint64 at, va_end;
   guint r, s;
 
@@ -168,9 +173,7 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   cache_free_blocks_collect (&self->parts, free_blocks);
   cache_fronts_resume (&self->parts);
 
-  g_hash_table_iter_init (&iter, self->by_start);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    g_ptr_array_add (ranges, value);
+  g_tree_foreach (self->addr_tree, range_collect, ranges);
   /* a parked extent is a range tagged with its close's stream that is out of the heap: mapped,
    * overlapping no free range, slab or buffer; shown as the heap shows a tagged range, without
    * the flush that would put it there (the program's next allocation of its size takes it) */
