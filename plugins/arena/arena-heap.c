@@ -21,74 +21,49 @@
 
 #include <string.h>
 
-/* The best-fit order: by tag, then size, then address (the run index's too, arena-runs.c). */
-gint
-arena_range_cmp (gconstpointer a, gconstpointer b, gpointer unused)
-{
-  const Range *x = a, *y = b;
-
-  if (x->tag != y->tag)
-    return (guintptr) x->tag < (guintptr) y->tag ? -1 : 1;
-  if (x->size != y->size)
-    return x->size < y->size ? -1 : 1;
-  if (x->addr != y->addr)
-    return x->addr < y->addr ? -1 : 1;
-  return 0;
-}
-
-static gint
-range_addr_cmp (gconstpointer a, gconstpointer b, gpointer unused)
-{
-  const Range *x = a, *y = b;
-
-  return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
 void
 arena_heap_init (Arena *self)
 {
-  self->free_tree = g_tree_new_full (arena_range_cmp, NULL, NULL, g_free);
+  arena_tree_init (&self->free_tree, ARENA_ORDER_FIT, G_STRUCT_OFFSET (Range, fit_node));
   arena_runs_init (self);
-  self->addr_tree = g_tree_new_full (range_addr_cmp, NULL, NULL, NULL);
-}
-
-static gboolean
-unref_event (gpointer key, gpointer value, gpointer data)
-{
-  Range *r = key;
-
-  cache_event_unref (data, g_steal_pointer (&r->event));
-  return FALSE;
+  arena_tree_init (&self->addr_tree, ARENA_ORDER_ADDR, G_STRUCT_OFFSET (Range, addr_node));
 }
 
 /* Every range freed, their events unreferenced (parts.lock held, before cache_parts_clear()). */
 void
 arena_heap_clear (Arena *self)
 {
-  g_tree_foreach (self->free_tree, unref_event, &self->parts);
-  g_clear_pointer (&self->addr_tree, g_tree_destroy);
-  g_clear_pointer (&self->run_tree, g_tree_destroy);
+  Range *r, *next;
+
+  for (r = arena_tree_first (&self->free_tree); r != NULL; r = next)
+    {
+      next = arena_tree_next (&self->free_tree, r);
+      cache_event_unref (&self->parts, g_steal_pointer (&r->event));
+      g_free (r);
+    }
+  arena_tree_init (&self->free_tree, ARENA_ORDER_FIT, G_STRUCT_OFFSET (Range, fit_node));
+  arena_tree_init (&self->addr_tree, ARENA_ORDER_ADDR, G_STRUCT_OFFSET (Range, addr_node));
+  arena_tree_init (&self->run_tree, ARENA_ORDER_FIT, G_STRUCT_OFFSET (Range, run_node));
   g_clear_pointer (&self->run_dirty, g_free);
-  g_clear_pointer (&self->free_tree, g_tree_destroy);
   while (self->n_range_pool > 0)
     g_free (self->range_pool[--self->n_range_pool]);
 }
 
 /* Whether @r, its key in the best-fit tree about to become (its tag, @size, @addr), keeps its
  * place there: the ranges before and after it in the tree's order stay on either side of the new
- * key. Then the tree needs no removal and insertion (a node freed and one allocated): a placement
+ * key. Then the tree needs no removal and insertion (two searches and rebalancing): a placement
  * taken from one end of a range, or a free merged into one, keeps the order about three times in
  * four on the resnet18 trace. */
 static gboolean
 fit_place_holds (Arena *self, Range *r, guint64 addr, guint64 size)
 {
   Range probe = { addr, size, r->tag };
-  GTreeNode *node = g_tree_lookup_node (self->free_tree, r), *n;
+  Range *n;
 
-  return ((n = g_tree_node_previous (node)) == NULL
-          || arena_range_cmp (g_tree_node_key (n), &probe, NULL) < 0)
-         && ((n = g_tree_node_next (node)) == NULL
-             || arena_range_cmp (&probe, g_tree_node_key (n), NULL) < 0);
+  return ((n = arena_tree_prev (&self->free_tree, r)) == NULL
+          || arena_range_order (ARENA_ORDER_FIT, n, &probe) < 0)
+         && ((n = arena_tree_next (&self->free_tree, r)) == NULL
+             || arena_range_order (ARENA_ORDER_FIT, &probe, n) < 0);
 }
 
 /* @r out of the tables, but for its place in the address tree when @reshaped (range_reshape():
@@ -98,9 +73,9 @@ static void
 range_detach (Arena *self, Range *r, gboolean reshaped, gboolean held)
 {
   if (!reshaped)
-    g_tree_remove (self->addr_tree, r);
+    arena_tree_remove (&self->addr_tree, r);
   if (!held)
-    g_tree_steal (self->free_tree, r);
+    arena_tree_remove (&self->free_tree, r);
   if (r->tag != NULL)
     self->tagged_bytes -= r->size;
   arena_runs_detached (self, r);
@@ -143,9 +118,9 @@ static void
 range_attach (Arena *self, Range *r, gboolean reshaped, gboolean held, Range *before, Range *after)
 {
   if (!reshaped)
-    g_tree_insert (self->addr_tree, r, r);
+    arena_tree_insert (&self->addr_tree, r);
   if (!held)
-    g_tree_insert (self->free_tree, r, r);
+    arena_tree_insert (&self->free_tree, r);
   if (r->tag != NULL)
     self->tagged_bytes += r->size;
   arena_runs_attached (self, r, before, after);
@@ -157,11 +132,10 @@ static void
 addr_around (Arena *self, guint64 a, Range **prev, Range **next)
 {
   Range key = { a, 0, NULL };
-  GTreeNode *n = g_tree_upper_bound (self->addr_tree, &key);
-  GTreeNode *p = n != NULL ? g_tree_node_previous (n) : g_tree_node_last (self->addr_tree);
+  Range *n = arena_tree_upper_bound (&self->addr_tree, &key);
 
-  *prev = p != NULL ? g_tree_node_key (p) : NULL;
-  *next = n != NULL ? g_tree_node_key (n) : NULL;
+  *prev = n != NULL ? arena_tree_prev (&self->addr_tree, n) : arena_tree_last (&self->addr_tree);
+  *next = n;
 }
 
 /* The free neighbours of the bytes [addr, end), which no free range holds (in use, or being
@@ -271,8 +245,7 @@ Range *
 arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size)
 {
   Range key = { 0, size, tag };
-  GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
-  Range *r = node != NULL ? g_tree_node_key (node) : NULL;
+  Range *r = arena_tree_lower_bound (&self->free_tree, &key);
 
   return r != NULL && r->tag == tag ? r : NULL;
 }
@@ -342,12 +315,10 @@ Range *
 arena_heap_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag, guint64 *addr)
 {
   Range key = { 0, size, stream };
-  GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
 
-  for (; node != NULL; node = g_tree_node_next (node))
+  for (Range *r = arena_tree_lower_bound (&self->free_tree, &key); r != NULL;
+       r = arena_tree_next (&self->free_tree, r))
     {
-      Range *r = g_tree_node_key (node);
-
       if (r->tag != stream)
         break;
       if (arena_heap_window (self, r, size, tag, FALSE, addr))
@@ -356,28 +327,17 @@ arena_heap_fit_serving (Arena *self, MemresStream stream, guint64 size, guint ta
   return NULL;
 }
 
-typedef struct
-{
-  Arena *self;
-  guint owner; /* CACHE_TAG_ANY, or the tag (cache_tag_index()) every granule must serve */
-  GPtrArray *tagged;
-} Collect;
-
+/* Whether the tagged range @r is one a settle for tag @owner takes: all its granules serve
+ * @owner (CACHE_TAG_ANY: any tagged range). */
 static gboolean
-collect_tagged (gpointer key, gpointer value, gpointer data)
+settle_takes (Arena *self, const Range *r, guint owner)
 {
-  Range *r = key;
-  Collect *c = data;
-
-  if (r->tag == NULL)
-    return FALSE;
-  if (c->owner != CACHE_TAG_ANY)
-    for (guint g = arena_granule (c->self, r->addr);
-         g <= arena_granule (c->self, r->addr + r->size - 1); g++)
-      if (c->self->gtag[g] != c->owner)
+  if (owner != CACHE_TAG_ANY)
+    for (guint g = arena_granule (self, r->addr); g <= arena_granule (self, r->addr + r->size - 1);
+         g++)
+      if (self->gtag[g] != owner)
         return FALSE;
-  g_ptr_array_add (c->tagged, r);
-  return FALSE;
+  return TRUE;
 }
 
 /* arena_heap_settle() of the tagged ranges all of whose granules serve @owner (CACHE_TAG_ANY:
@@ -386,15 +346,14 @@ static gboolean
 settle (Arena *self, gboolean wait, guint owner, GError **error)
 {
   g_autoptr (GPtrArray) tagged = NULL;
-  Collect c;
 
   if (self->tagged_bytes == 0)
     return TRUE;
   tagged = g_ptr_array_new ();
-  c.self = self;
-  c.owner = owner;
-  c.tagged = tagged;
-  g_tree_foreach (self->free_tree, collect_tagged, &c);
+  for (Range *r = arena_tree_first (&self->free_tree); r != NULL;
+       r = arena_tree_next (&self->free_tree, r))
+    if (r->tag != NULL && settle_takes (self, r, owner))
+      g_ptr_array_add (tagged, r);
   if (tagged->len == 0)
     return TRUE;
   if (wait)
@@ -492,10 +451,7 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
   for (;;)
     {
       guint64 mine_at = 0, any_at = 0;
-      Range *mine = tag != NULL && tag != CU_STREAM_PER_THREAD
-                        ? arena_heap_fit_serving (self, tag, size, owner, &mine_at)
-                        : NULL;
-      Range *any;
+      Range *mine, *any;
 
       /* place=stable: best fit over the stream's own and the settled ranges as one
        * (arena-stable.c); else as below */
@@ -513,6 +469,9 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
               continue;
             }
         }
+      mine = tag != NULL && tag != CU_STREAM_PER_THREAD
+                 ? arena_heap_fit_serving (self, tag, size, owner, &mine_at)
+                 : NULL;
       /* a range of the stream's own of exactly @size: no settled one fits tighter (the test
        * below would take it), so that one is not looked for (a buffer freed and allocated
        * again at its size: 259 instructions of a 1 MiB pair's 3,691) */
@@ -735,17 +694,6 @@ range_servable (Arena *self, const Range *r, guint reusable)
   return best;
 }
 
-static gboolean
-largest_of (gpointer key, gpointer value, gpointer data)
-{
-  Range *r = key;
-  guint64 *largest = data;
-  Arena *self = (Arena *) (guintptr) largest[1];
-
-  largest[0] = MAX (largest[0], range_servable (self, r, arena_reusable (self)));
-  return FALSE;
-}
-
 /* The most one request could get from the physical memory the arena holds, without creating
  * any: over every free range, its longest run of bytes whose granules without memory the
  * granules idle elsewhere (and spares) can back (range_servable()). For the out-of-memory
@@ -753,10 +701,12 @@ largest_of (gpointer key, gpointer value, gpointer data)
 guint64
 arena_heap_largest_servable (Arena *self)
 {
-  guint64 largest[2] = { 0, (guint64) (guintptr) self };
+  guint64 largest = 0;
 
-  g_tree_foreach (self->free_tree, largest_of, largest);
-  return largest[0];
+  for (Range *r = arena_tree_first (&self->free_tree); r != NULL;
+       r = arena_tree_next (&self->free_tree, r))
+    largest = MAX (largest, range_servable (self, r, arena_reusable (self)));
+  return largest;
 }
 
 /* Grows the large extent [addr, addr + old_size) to @new_size bytes in place, into the free range
@@ -798,12 +748,11 @@ arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 
   guint64 mask = self->granularity - 1;
   guint64 i_lo = (addr + mask) & ~mask, i_hi = (addr + old_size) & ~mask;
   Range key = { 0, new_size, NULL };
-  GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
   guint owner = self->gtag[arena_granule (self, addr)];
 
-  for (; node != NULL; node = g_tree_node_next (node))
+  for (Range *r = arena_tree_lower_bound (&self->free_tree, &key); r != NULL;
+       r = arena_tree_next (&self->free_tree, r))
     {
-      Range *r = g_tree_node_key (node);
       guint64 n = r->addr + ((addr - r->addr) & mask);
       gboolean unbacked = TRUE;
 

@@ -97,10 +97,9 @@ arena_lend_pick (Arena *self, guint n)
   guint64 mask = self->granularity - 1;
   guint found = 0;
 
-  for (GTreeNode *node = g_tree_lower_bound (self->free_tree, &key); node != NULL && found < n;
-       node = g_tree_node_next (node))
+  for (Range *r = arena_tree_lower_bound (&self->free_tree, &key); r != NULL && found < n;
+       r = arena_tree_next (&self->free_tree, r))
     {
-      Range *r = g_tree_node_key (node);
       guint64 end = r->addr + r->size;
 
       if (r->tag != self->lend_stream)
@@ -136,10 +135,9 @@ find_part (Arena *self, guint g, guint64 lo, guint64 hi, guint64 ext_lo, guint64
   Range key = { 0, hi - lo, self->lend_stream };
   guint64 mask = self->granularity - 1;
 
-  for (GTreeNode *node = g_tree_lower_bound (self->free_tree, &key); node != NULL;
-       node = g_tree_node_next (node))
+  for (Range *r = arena_tree_lower_bound (&self->free_tree, &key); r != NULL;
+       r = arena_tree_next (&self->free_tree, r))
     {
-      Range *r = g_tree_node_key (node);
       guint64 end = r->addr + r->size;
 
       if (r->tag != self->lend_stream)

@@ -24,6 +24,8 @@
  * - arena-runs.c: runs of adjacent free ranges that one stream may use together (its own and
  *   settled ones): the index of the tagged ranges that can be in one, the best run over it, a
  *   window taken across a run; and the full check of the heap's indexes (counter heap_errors);
+ * - arena-tree.c: the heap's ordered indexes (best fit, runs, address) as AVL trees whose nodes
+ *   live in the ranges;
  * - arena-stable.c: place=stable: a stream's large requests placed best fit over the runs of its
  *   own and settled free ranges as one, whenever its events complete; lending past a slack only;
  * - arena-resize.c: resize, in place where the range allows, else a move (remapping the whole
@@ -65,6 +67,7 @@
 #pragma once
 
 #include "../common/cache/cache-parts.h"
+#include "arena-tree.h"
 
 #define ARENA_ALIGN 512 /* bytes: every large buffer and slab starts at a multiple */
 
@@ -81,7 +84,25 @@ typedef struct _Range
   gboolean in_run;       /* in Arena.run_tree */
   guint dirty_at;        /* its index in Arena.run_dirty plus one; 0: not there */
   guint32 visit;         /* the arena_runs_best_fit() that last walked its run */
+  /* its places in Arena.free_tree, run_tree (while in_run) and addr_tree (arena-tree.h) */
+  ArenaTreeNode fit_node, run_node, addr_node;
 } Range;
+
+/* <0, 0 or >0 as @x comes before, with or after @y in @order (arena-tree.h): by tag (the stream's
+ * handle), size and address for ARENA_ORDER_FIT, the best-fit order; by address alone for
+ * ARENA_ORDER_ADDR. */
+static inline gint
+arena_range_order (ArenaOrder order, const Range *x, const Range *y)
+{
+  if (order == ARENA_ORDER_FIT)
+    {
+      if (x->tag != y->tag)
+        return (guintptr) x->tag < (guintptr) y->tag ? -1 : 1;
+      if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
+    }
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
 
 /* One reservation of address space: its granules are [first, first + size / granularity) of the
  * arena's granule table. */
@@ -277,21 +298,21 @@ typedef struct
   guint8 *unmapping;
   guint n_mapped, n_idle_mapped, mapped_high;
   /* the remap headroom (arena-headroom.c) */
-  guint8 *moved_away; /* per granule: ARENA_MOVED once its memory was unmapped to back another */
-  guint held_high;    /* the peak of granules in use (mapped, not idle) */
-  guint headroom;     /* granules that may be created over held_high rather than moved */
-  guint64 refaulted;  /* counter granules_refaulted */
-  GHashTable *lines;  /* MemresStream: its StreamLine (arena-events.c) */
-  GTree *free_tree;   /* Range, by (tag, size, addr): best fit per tag */
-  GTree *run_tree;    /* Range, by (tag, size, addr): the tagged free ranges with a neighbour
-                       * in a run (arena-runs.c), each with in_run set, once run_dirty's are
-                       * brought in or out */
-  Range **run_dirty;  /* ranges whose place in run_tree may have changed */
+  guint8 *moved_away;  /* per granule: ARENA_MOVED once its memory was unmapped to back another */
+  guint held_high;     /* the peak of granules in use (mapped, not idle) */
+  guint headroom;      /* granules that may be created over held_high rather than moved */
+  guint64 refaulted;   /* counter granules_refaulted */
+  GHashTable *lines;   /* MemresStream: its StreamLine (arena-events.c) */
+  ArenaTree free_tree; /* Range, by (tag, size, addr): best fit per tag */
+  ArenaTree run_tree;  /* Range, by (tag, size, addr): the tagged free ranges with a neighbour
+                        * in a run (arena-runs.c), each with in_run set, once run_dirty's are
+                        * brought in or out */
+  Range **run_dirty;   /* ranges whose place in run_tree may have changed */
   guint n_run_dirty, run_dirty_size;
   guint32 run_visit;     /* the arena_runs_best_fit() calls so far (Range.visit) */
   Range *range_pool[32]; /* Range structs freed, kept for the next free range (arena-heap.c) */
   guint n_range_pool;
-  GTree *addr_tree;     /* Range, by address: the range holding an address, a free's neighbours */
+  ArenaTree addr_tree;  /* Range, by address: the range holding an address, a free's neighbours */
   guint64 tagged_bytes; /* bytes of free ranges with a tag */
   guint64 large_used;   /* bytes of live large buffers */
   guint64 slab_bytes;   /* bytes of slabs (class bytes of their blocks) */
@@ -564,7 +585,6 @@ gboolean arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStrea
                             GError **error);
 void arena_range_unlink (Arena *self, Range *r);
 void arena_range_free (Arena *self, Range *r);
-gint arena_range_cmp (gconstpointer a, gconstpointer b, gpointer unused);
 
 /* arena-runs.c */
 void arena_runs_init (Arena *self);

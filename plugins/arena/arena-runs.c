@@ -29,16 +29,16 @@ arena_runs_index (Arena *self, Range *r, gboolean in)
   if (in == r->in_run)
     return;
   if (in)
-    g_tree_insert (self->run_tree, r, r);
+    arena_tree_insert (&self->run_tree, r);
   else
-    g_tree_remove (self->run_tree, r);
+    arena_tree_remove (&self->run_tree, r);
   r->in_run = in;
 }
 
 void
 arena_runs_init (Arena *self)
 {
-  self->run_tree = g_tree_new_full (arena_range_cmp, NULL, NULL, NULL);
+  arena_tree_init (&self->run_tree, ARENA_ORDER_FIT, G_STRUCT_OFFSET (Range, run_node));
   self->run_dirty = NULL;
   self->n_run_dirty = self->run_dirty_size = 0;
 }
@@ -64,13 +64,6 @@ runs_flush (Arena *self)
       arena_runs_index (self, r, arena_runs_member (self, r, r->before, r->after));
     }
   self->n_run_dirty = 0;
-}
-
-static gboolean
-clear_visit (gpointer key, gpointer value, gpointer data)
-{
-  ((Range *) key)->visit = 0;
-  return FALSE;
 }
 
 /* @r's free neighbour before it (@left) or after it, if it is settled or tagged @tag and in the
@@ -101,20 +94,21 @@ void
 arena_runs_foreach (Arena *self, MemresStream tag, ArenaRunFunc fn, gpointer data)
 {
   Range key = { 0, 0, tag };
-  GTreeNode *node;
   guint32 visit;
 
   runs_flush (self);
   /* a stamp no range holds: after 2^32 calls, every range's cleared first */
   if ((visit = ++self->run_visit) == 0)
     {
-      g_tree_foreach (self->free_tree, clear_visit, NULL);
+      for (Range *r = arena_tree_first (&self->free_tree); r != NULL;
+           r = arena_tree_next (&self->free_tree, r))
+        r->visit = 0;
       visit = self->run_visit = 1;
     }
-  for (node = g_tree_lower_bound (self->run_tree, &key); node != NULL;
-       node = g_tree_node_next (node))
+  for (Range *r = arena_tree_lower_bound (&self->run_tree, &key); r != NULL;
+       r = arena_tree_next (&self->run_tree, r))
     {
-      Range *r = g_tree_node_key (node), *left = r, *right = r, *n;
+      Range *left = r, *right = r, *n;
 
       if (r->tag != tag)
         break;
@@ -273,17 +267,13 @@ typedef struct
   guint64 ranges, members, tagged_bytes, errors;
 } Check;
 
-static gboolean
-check_range (gpointer key, gpointer value, gpointer data)
+static void
+check_range (Check *c, Range *r)
 {
-  Check *c = data;
   Arena *self = c->self;
-  Range *r = key;
-  GTreeNode *next = g_tree_node_next (g_tree_lookup_node (self->addr_tree, r));
+  Range *next = arena_tree_next (&self->addr_tree, r);
   Range *l = c->prev != NULL && c->prev->addr + c->prev->size == r->addr ? (Range *) c->prev : NULL;
-  Range *n = next != NULL && ((Range *) g_tree_node_key (next))->addr == r->addr + r->size
-                 ? g_tree_node_key (next)
-                 : NULL;
+  Range *n = next != NULL && next->addr == r->addr + r->size ? next : NULL;
   gboolean member = arena_runs_member (self, r, l, n);
 
   c->ranges++;
@@ -293,14 +283,13 @@ check_range (gpointer key, gpointer value, gpointer data)
   /* in address order, not empty, apart from the one before */
   c->errors += r->size == 0 || (c->prev != NULL && c->prev->addr + c->prev->size > r->addr);
   /* in the best-fit tree */
-  c->errors += g_tree_lookup (self->free_tree, r) != r;
+  c->errors += !arena_tree_holds (&self->free_tree, r);
   /* linked with its free neighbours */
   c->errors += r->before != l || r->after != n;
   /* in the run index exactly when a neighbour joins it */
   c->errors += member != r->in_run;
-  c->errors += (g_tree_lookup (self->run_tree, r) == r) != member;
+  c->errors += arena_tree_holds (&self->run_tree, r) != member;
   c->prev = r;
-  return FALSE;
 }
 
 /* The disagreements among the heap's indexes: every free range of the address tree (in order,
@@ -315,9 +304,14 @@ arena_heap_check (Arena *self)
   Check c = { self, NULL, 0, 0, 0, 0 };
 
   runs_flush (self);
-  g_tree_foreach (self->addr_tree, check_range, &c);
-  c.errors += c.ranges != (guint64) g_tree_nnodes (self->free_tree);
-  c.errors += c.members != (guint64) g_tree_nnodes (self->run_tree);
+  for (Range *r = arena_tree_first (&self->addr_tree); r != NULL;
+       r = arena_tree_next (&self->addr_tree, r))
+    check_range (&c, r);
+  c.errors += c.ranges != self->free_tree.n;
+  c.errors += c.members != self->run_tree.n;
+  /* each tree's own structure */
+  c.errors += arena_tree_check (&self->addr_tree) + arena_tree_check (&self->free_tree)
+              + arena_tree_check (&self->run_tree);
   c.errors += c.tagged_bytes != self->tagged_bytes;
   return c.errors;
 }

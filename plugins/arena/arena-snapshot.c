@@ -12,13 +12,6 @@
  * adjacent large buffers read as one block). */
 #include "arena-private.h"
 
-static gboolean
-range_collect (gpointer key, gpointer value, gpointer data)
-{
-  g_ptr_array_add (data, key);
-  return FALSE;
-}
-
 static gint
 range_cmp (gconstpointer a, gconstpointer b)
 {
@@ -173,7 +166,9 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   cache_free_blocks_collect (&self->parts, free_blocks);
   cache_fronts_resume (&self->parts);
 
-  g_tree_foreach (self->addr_tree, range_collect, ranges);
+  for (Range *f = arena_tree_first (&self->addr_tree); f != NULL;
+       f = arena_tree_next (&self->addr_tree, f))
+    g_ptr_array_add (ranges, f);
   /* a parked extent is a range tagged with its close's stream that is out of the heap: mapped,
    * overlapping no free range, slab or buffer; shown as the heap shows a tagged range, without
    * the flush that would put it there (the program's next allocation of its size takes it) */

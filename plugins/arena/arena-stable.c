@@ -108,12 +108,10 @@ stable_fit (Arena *self, MemresStream tag, guint64 size, gboolean slab, guint ow
     {
       MemresStream want = pass == 0 ? tag : NULL;
       Range key = { 0, size, want };
-      GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
 
-      for (; node != NULL; node = g_tree_node_next (node))
+      for (Range *r = arena_tree_lower_bound (&self->free_tree, &key); r != NULL;
+           r = arena_tree_next (&self->free_tree, r))
         {
-          Range *r = g_tree_node_key (node);
-
           if (r->tag != want || (!slab && stable_length (self, r->size, size) > b.best_run))
             break;
           if (arena_runs_neighbour (self, r, tag, TRUE) == NULL
