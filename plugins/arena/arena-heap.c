@@ -33,13 +33,14 @@ arena_heap_init (Arena *self)
 void
 arena_heap_clear (Arena *self)
 {
-  Range *r, *next;
+  g_autoptr (GPtrArray) ranges = g_ptr_array_new_with_free_func (g_free);
 
-  for (r = arena_tree_first (&self->free_tree); r != NULL; r = next)
+  /* collected first: a walk reads the links of ranges it has passed */
+  for (Range *r = arena_tree_first (&self->free_tree); r != NULL;
+       r = arena_tree_next (&self->free_tree, r))
     {
-      next = arena_tree_next (&self->free_tree, r);
       cache_event_unref (&self->parts, g_steal_pointer (&r->event));
-      g_free (r);
+      g_ptr_array_add (ranges, r);
     }
   arena_tree_init (&self->free_tree, ARENA_ORDER_FIT, G_STRUCT_OFFSET (Range, fit_node));
   arena_tree_init (&self->addr_tree, ARENA_ORDER_ADDR, G_STRUCT_OFFSET (Range, addr_node));
