@@ -1,7 +1,10 @@
 /* memres - CUDA memory resources
  * arena-tree.c: the AVL trees of arena-tree.h. Each node keeps its subtree's height; an
  * insertion or a removal rebalances the path above it by rotations, stopping where a subtree's
- * height and shape are unchanged, so every operation is O(log n) and none allocates. */
+ * height and top are unchanged, so every operation is O(log n) and none allocates. A node's
+ * children are child[0] (before it in the order) and child[1] (after it): each operation that
+ * has a mirror image (a rotation, a step to the next or previous range, the first or last range)
+ * is written once for a side @d, the mirror taking 1 - @d. */
 #include "arena-private.h"
 
 #define NODE(t, r)  ((ArenaTreeNode *) ((guint8 *) (r) + (t)->offset))
@@ -31,7 +34,7 @@ height (const ArenaTreeNode *n)
 static inline void
 height_fix (ArenaTreeNode *n)
 {
-  n->height = 1 + MAX (height (n->left), height (n->right));
+  n->height = 1 + MAX (height (n->child[0]), height (n->child[1]));
 }
 
 /* @parent's child @old (the root when @parent is NULL) replaced by @n. */
@@ -40,41 +43,24 @@ child_replace (ArenaTree *t, ArenaTreeNode *parent, ArenaTreeNode *old, ArenaTre
 {
   if (parent == NULL)
     t->root = n;
-  else if (parent->left == old)
-    parent->left = n;
   else
-    parent->right = n;
+    parent->child[parent->child[1] == old] = n;
   if (n != NULL)
     n->parent = parent;
 }
 
-/* @x's right child in its place, @x its left child; returns the subtree's new top. */
+/* @x's child on side 1 - @d in its place, @x that child's child on side @d (@d 0: a left
+ * rotation); returns the subtree's new top. */
 static ArenaTreeNode *
-rotate_left (ArenaTree *t, ArenaTreeNode *x)
+rotate (ArenaTree *t, ArenaTreeNode *x, guint d)
 {
-  ArenaTreeNode *y = x->right;
+  ArenaTreeNode *y = x->child[1 - d];
 
-  x->right = y->left;
-  if (y->left != NULL)
-    y->left->parent = x;
+  x->child[1 - d] = y->child[d];
+  if (y->child[d] != NULL)
+    y->child[d]->parent = x;
   child_replace (t, x->parent, x, y);
-  y->left = x;
-  x->parent = y;
-  height_fix (x);
-  height_fix (y);
-  return y;
-}
-
-static ArenaTreeNode *
-rotate_right (ArenaTree *t, ArenaTreeNode *x)
-{
-  ArenaTreeNode *y = x->left;
-
-  x->left = y->right;
-  if (y->right != NULL)
-    y->right->parent = x;
-  child_replace (t, x->parent, x, y);
-  y->right = x;
+  y->child[d] = x;
   x->parent = y;
   height_fix (x);
   height_fix (y);
@@ -86,19 +72,17 @@ rotate_right (ArenaTree *t, ArenaTreeNode *x)
 static ArenaTreeNode *
 balance (ArenaTree *t, ArenaTreeNode *n)
 {
-  gint lean = height (n->left) - height (n->right);
+  gint lean = height (n->child[0]) - height (n->child[1]);
 
-  if (lean > 1)
+  if (lean > 1 || lean < -1)
     {
-      if (height (n->left->left) < height (n->left->right))
-        rotate_left (t, n->left);
-      return rotate_right (t, n);
-    }
-  if (lean < -1)
-    {
-      if (height (n->right->right) < height (n->right->left))
-        rotate_right (t, n->right);
-      return rotate_left (t, n);
+      guint heavy = lean < 0; /* the taller side */
+      ArenaTreeNode *c = n->child[heavy];
+
+      /* its child leaning the other way first turned to lean this way */
+      if (height (c->child[heavy]) < height (c->child[1 - heavy]))
+        rotate (t, c, heavy);
+      return rotate (t, n, 1 - heavy);
     }
   height_fix (n);
   return n;
@@ -129,9 +113,9 @@ arena_tree_insert (ArenaTree *t, Range *r)
   while (*link != NULL)
     {
       p = *link;
-      link = order_cmp (t, r, RANGE (t, p)) < 0 ? &p->left : &p->right;
+      link = &p->child[order_cmp (t, r, RANGE (t, p)) >= 0];
     }
-  n->left = n->right = NULL;
+  n->child[0] = n->child[1] = NULL;
   n->parent = p;
   n->height = 1;
   *link = n;
@@ -145,128 +129,118 @@ arena_tree_remove (ArenaTree *t, Range *r)
 {
   ArenaTreeNode *n = NODE (t, r), *from;
 
-  if (n->left != NULL && n->right != NULL)
+  if (n->child[0] != NULL && n->child[1] != NULL)
     {
-      /* its successor, which has no left child, takes its place */
-      ArenaTreeNode *s = n->right;
+      /* its successor, which has no child before it, takes its place */
+      ArenaTreeNode *s = n->child[1];
 
-      while (s->left != NULL)
-        s = s->left;
+      while (s->child[0] != NULL)
+        s = s->child[0];
       if (s->parent == n)
         from = s;
       else
         {
           from = s->parent;
-          child_replace (t, s->parent, s, s->right);
-          s->right = n->right;
-          s->right->parent = s;
+          child_replace (t, s->parent, s, s->child[1]);
+          s->child[1] = n->child[1];
+          s->child[1]->parent = s;
         }
-      s->left = n->left;
-      s->left->parent = s;
+      s->child[0] = n->child[0];
+      s->child[0]->parent = s;
       s->height = n->height;
       child_replace (t, n->parent, n, s);
     }
   else
     {
       from = n->parent;
-      child_replace (t, n->parent, n, n->left != NULL ? n->left : n->right);
+      child_replace (t, n->parent, n, n->child[n->child[0] == NULL]);
     }
   t->n--;
   rebalance_up (t, from);
 }
 
+/* The range at the end @d of @n's subtree (0: its first in the order, 1: its last). */
+static ArenaTreeNode *
+subtree_end (ArenaTreeNode *n, guint d)
+{
+  while (n->child[d] != NULL)
+    n = n->child[d];
+  return n;
+}
+
+/* The range after @r in @t's order (@d 1) or before it (@d 0), or NULL. */
+static Range *
+step (const ArenaTree *t, const Range *r, guint d)
+{
+  ArenaTreeNode *n = NODE (t, r);
+
+  if (n->child[d] != NULL)
+    return RANGE (t, subtree_end (n->child[d], 1 - d));
+  while (n->parent != NULL && n == n->parent->child[d])
+    n = n->parent;
+  return n->parent != NULL ? RANGE (t, n->parent) : NULL;
+}
+
 Range *
 arena_tree_first (const ArenaTree *t)
 {
-  ArenaTreeNode *n = t->root;
-
-  if (n == NULL)
-    return NULL;
-  while (n->left != NULL)
-    n = n->left;
-  return RANGE (t, n);
+  return t->root != NULL ? RANGE (t, subtree_end (t->root, 0)) : NULL;
 }
 
 Range *
 arena_tree_last (const ArenaTree *t)
 {
-  ArenaTreeNode *n = t->root;
-
-  if (n == NULL)
-    return NULL;
-  while (n->right != NULL)
-    n = n->right;
-  return RANGE (t, n);
+  return t->root != NULL ? RANGE (t, subtree_end (t->root, 1)) : NULL;
 }
 
 /* The range after @r in @t's order (@r in @t), or NULL. */
 Range *
 arena_tree_next (const ArenaTree *t, const Range *r)
 {
-  ArenaTreeNode *n = NODE (t, r);
-
-  if (n->right != NULL)
-    {
-      n = n->right;
-      while (n->left != NULL)
-        n = n->left;
-      return RANGE (t, n);
-    }
-  while (n->parent != NULL && n == n->parent->right)
-    n = n->parent;
-  return n->parent != NULL ? RANGE (t, n->parent) : NULL;
+  return step (t, r, 1);
 }
 
 /* The range before @r in @t's order (@r in @t), or NULL. */
 Range *
 arena_tree_prev (const ArenaTree *t, const Range *r)
 {
-  ArenaTreeNode *n = NODE (t, r);
+  return step (t, r, 0);
+}
 
-  if (n->left != NULL)
+/* The first range of @t after @key in its order, or not before it with @equal too (@key: a
+ * probe, not in @t), or NULL. */
+static Range *
+bound (const ArenaTree *t, const Range *key, gboolean equal)
+{
+  ArenaTreeNode *n = t->root, *found = NULL;
+
+  while (n != NULL)
     {
-      n = n->left;
-      while (n->right != NULL)
-        n = n->right;
-      return RANGE (t, n);
+      gint c = order_cmp (t, key, RANGE (t, n));
+
+      if (c < 0 || (c == 0 && equal))
+        {
+          found = n;
+          n = n->child[0];
+        }
+      else
+        n = n->child[1];
     }
-  while (n->parent != NULL && n == n->parent->left)
-    n = n->parent;
-  return n->parent != NULL ? RANGE (t, n->parent) : NULL;
+  return found != NULL ? RANGE (t, found) : NULL;
 }
 
 /* The first range of @t not before @key in its order (@key: a probe, not in @t), or NULL. */
 Range *
 arena_tree_lower_bound (const ArenaTree *t, const Range *key)
 {
-  ArenaTreeNode *n = t->root, *found = NULL;
-
-  while (n != NULL)
-    if (order_cmp (t, key, RANGE (t, n)) <= 0)
-      {
-        found = n;
-        n = n->left;
-      }
-    else
-      n = n->right;
-  return found != NULL ? RANGE (t, found) : NULL;
+  return bound (t, key, TRUE);
 }
 
 /* The first range of @t after @key in its order, or NULL. */
 Range *
 arena_tree_upper_bound (const ArenaTree *t, const Range *key)
 {
-  ArenaTreeNode *n = t->root, *found = NULL;
-
-  while (n != NULL)
-    if (order_cmp (t, key, RANGE (t, n)) < 0)
-      {
-        found = n;
-        n = n->left;
-      }
-    else
-      n = n->right;
-  return found != NULL ? RANGE (t, found) : NULL;
+  return bound (t, key, FALSE);
 }
 
 /* Whether @r is in @t: searched by its key, so a range that is not there but whose node's links
@@ -282,12 +256,13 @@ arena_tree_holds (const ArenaTree *t, const Range *r)
 
       if (c == 0)
         return RANGE (t, n) == r;
-      n = c < 0 ? n->left : n->right;
+      n = n->child[c > 0];
     }
   return FALSE;
 }
 
-/* The errors of @n's subtree (parent links, order, heights, balance); its size in *@count. */
+/* The errors of @n's subtree (parent links, order with its children, heights, balance); its
+ * size in *@count. */
 static guint
 subtree_check (const ArenaTree *t, const ArenaTreeNode *n, const ArenaTreeNode *parent,
                guint *count)
@@ -299,11 +274,11 @@ subtree_check (const ArenaTree *t, const ArenaTreeNode *n, const ArenaTreeNode *
     return 0;
   (*count)++;
   errors += n->parent != parent;
-  errors += n->left != NULL && order_cmp (t, RANGE (t, n->left), RANGE (t, n)) > 0;
-  errors += n->right != NULL && order_cmp (t, RANGE (t, n->right), RANGE (t, n)) < 0;
-  errors += subtree_check (t, n->left, n, count) + subtree_check (t, n->right, n, count);
-  errors += n->height != 1 + MAX (height (n->left), height (n->right));
-  lean = height (n->left) - height (n->right);
+  errors += n->child[0] != NULL && order_cmp (t, RANGE (t, n->child[0]), RANGE (t, n)) > 0;
+  errors += n->child[1] != NULL && order_cmp (t, RANGE (t, n->child[1]), RANGE (t, n)) < 0;
+  errors += subtree_check (t, n->child[0], n, count) + subtree_check (t, n->child[1], n, count);
+  errors += n->height != 1 + MAX (height (n->child[0]), height (n->child[1]));
+  lean = height (n->child[0]) - height (n->child[1]);
   errors += lean > 1 || lean < -1;
   return errors;
 }

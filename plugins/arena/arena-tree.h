@@ -11,11 +11,12 @@
 
 #include <glib.h>
 
-/* A range's place in one tree (its parent, children and subtree height). */
+/* A range's place in one tree: its children (child[0] before it, child[1] after it), its parent
+ * and its subtree's height. */
 typedef struct _ArenaTreeNode ArenaTreeNode;
 struct _ArenaTreeNode
 {
-  ArenaTreeNode *left, *right, *parent;
+  ArenaTreeNode *child[2], *parent;
   gint height;
 };
 
