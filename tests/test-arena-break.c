@@ -932,6 +932,671 @@ test_oom_growing_va (void)
   mt_close_ok (b, NULL);
 }
 
+/* The free ranges' indexes (arena-tree.c: the best-fit tree, the run index and the address tree,
+ * whose search finds a free's neighbours) under many ranges, ties, tags side by side, two
+ * reservations side by side, faults and sleep. heap_errors (check=true) must stay 0. */
+
+static void
+heap_ok (MemresResource *mr)
+{
+  g_assert_cmpuint (counter (mr, "heap_errors"), ==, 0);
+}
+
+static void
+shuffle (guint *idx, guint n)
+{
+  for (guint i = n - 1; i > 0; i--)
+    {
+      guint j = (guint) g_test_rand_int_range (0, (gint32) i + 1), t = idx[i];
+
+      idx[i] = idx[j];
+      idx[j] = t;
+    }
+}
+
+/* The blocks of @mr's snapshot in @state ("pending": free ranges of a stream, mapped) */
+static guint
+snapshot_blocks (MemresResource *mr, const char *state)
+{
+  GError *error = NULL;
+  g_autofree char *doc = memres_resource_snapshot (mr, &error);
+  g_autoptr (GRegex) re = g_regex_new (
+      "\"stream\": \"[^\"]*\",\\s*\"tag\": \"[^\"]*\",\\s*\"state\": \"([a-z]+)\"", 0, 0, NULL);
+  g_autoptr (GMatchInfo) m = NULL;
+  guint n = 0;
+
+  g_assert_no_error (error);
+  for (g_regex_match (re, doc, 0, &m); g_match_info_matches (m); g_match_info_next (m, NULL))
+    {
+      g_autofree char *st = g_match_info_fetch (m, 1);
+
+      n += g_strcmp0 (st, state) == 0;
+    }
+  return n;
+}
+
+/* 3,000 buffers of 512 B and 1 KiB side by side (max_block=256: each a large extent); the
+ * 1,500 of 512 B freed in random order, 1,500 free ranges of one stream and one size (ties of
+ * the best-fit order, broken by address); taken again at their size, lowest address first,
+ * without memory created; then everything freed in random order coalesces into one range
+ * that serves the sum at the first address. */
+static void
+test_heap_many_ties (void)
+{
+  static const char *const tie_specs[] = { "arena:device=0,check=true,max_block=256",
+                                           "arena:device=0,check=true,max_block=256,place=stable",
+                                           "arena:device=0,check=true,max_block=256,settle=eager" };
+  enum
+  {
+    N = 3000
+  };
+
+  for (guint k = 0; k < G_N_ELEMENTS (tie_specs); k++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (tie_specs[k]);
+      CUstream s = mt_stream_new_on (0);
+      g_autofree MemresBuffer **b = g_new0 (MemresBuffer *, N);
+      g_autofree guint64 *addr = g_new (guint64, N);
+      g_autofree guint *idx = g_new (guint, N);
+      guint64 created;
+      MemresBuffer *big;
+
+      for (guint i = 0; i < N; i++)
+        {
+          b[i] = mt_alloc_ok (mr, 512 + (i % 2) * 512, s);
+          addr[i] = memres_buffer_get_address (b[i]);
+          if (i > 0)
+            g_assert_cmpuint (addr[i], ==, addr[i - 1] + 512 + ((i - 1) % 2) * 512);
+        }
+      for (guint i = 0; i < N / 2; i++)
+        idx[i] = 2 * i;
+      shuffle (idx, N / 2);
+      for (guint i = 0; i < N / 2; i++)
+        {
+          mt_close_ok (b[idx[i]], s);
+          if (i % 100 == 0)
+            heap_ok (mr);
+        }
+      heap_ok (mr);
+      g_assert_cmpuint (snapshot_blocks (mr, "pending"), ==, N / 2);
+      g_assert_cmpuint (counter (mr, "tagged_bytes"), ==, N / 2 * 512);
+      created = counter (mr, "granules_created");
+      for (guint i = 0; i < N / 2; i++)
+        {
+          b[2 * i] = mt_alloc_ok (mr, 512, s);
+          g_assert_cmpuint (memres_buffer_get_address (b[2 * i]), ==, addr[2 * i]);
+        }
+      g_assert_cmpuint (counter (mr, "granules_created"), ==, created);
+      g_assert_cmpuint (counter (mr, "tagged_bytes"), ==, 0);
+      heap_ok (mr);
+      for (guint i = 0; i < N; i++)
+        idx[i] = i;
+      shuffle (idx, N);
+      for (guint i = 0; i < N; i++)
+        {
+          mt_close_ok (b[idx[i]], s);
+          if (i % 100 == 0)
+            heap_ok (mr);
+        }
+      heap_ok (mr);
+      g_assert_cmpuint (snapshot_blocks (mr, "pending"), ==, 1);
+      g_assert_cmpuint (counter (mr, "tagged_bytes"), ==, N / 2 * 1536);
+      big = mt_alloc_ok (mr, N / 2 * 1536, s);
+      g_assert_cmpuint (memres_buffer_get_address (big), ==, addr[0]);
+      g_assert_cmpuint (counter (mr, "run_takes"), ==, 0);
+      g_assert_cmpuint (counter (mr, "granules_created"), ==, created);
+      mt_close_ok (big, s);
+      trim_ok (mr);
+      heap_ok (mr);
+      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+      mt_stream_free (s);
+    }
+}
+
+/* 999 buffers of 1 KiB side by side freed in random order on two streams and the legacy one in
+ * turn: no two neighbours share a stream, so none coalesce (999 free ranges of a stream); a
+ * request of 2 KiB on the first stream fits none of them (nor a run: its ranges are apart) and
+ * lands after them. Once everything settles (a trim), it is one range again. */
+static void
+test_heap_tags_apart (void)
+{
+  static const char *const apart_specs[]
+      = { "arena:device=0,check=true,max_block=256",
+          "arena:device=0,check=true,max_block=256,place=stable" };
+  enum
+  {
+    N = 999
+  };
+
+  for (guint k = 0; k < G_N_ELEMENTS (apart_specs); k++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (apart_specs[k]);
+      CUstream a = mt_stream_new_on (0), bs = mt_stream_new_on (0);
+      MemresStream tags[3] = { a, bs, MEMRES_STREAM_LEGACY };
+      g_autofree MemresBuffer **b = g_new0 (MemresBuffer *, N);
+      g_autofree guint64 *addr = g_new (guint64, N);
+      g_autofree guint *idx = g_new (guint, N);
+      MemresBuffer *x;
+
+      for (guint i = 0; i < N; i++)
+        {
+          b[i] = mt_alloc_ok (mr, 1024, a);
+          addr[i] = memres_buffer_get_address (b[i]);
+          if (i > 0)
+            g_assert_cmpuint (addr[i], ==, addr[i - 1] + 1024);
+          idx[i] = i;
+        }
+      /* the other streams' closes ordered after a's work on the buffers */
+      mt_sync_ok (a);
+      shuffle (idx, N);
+      for (guint i = 0; i < N; i++)
+        {
+          mt_close_ok (b[idx[i]], tags[idx[i] % 3]);
+          if (i % 50 == 0)
+            heap_ok (mr);
+        }
+      heap_ok (mr);
+      g_assert_cmpuint (snapshot_blocks (mr, "pending"), ==, N);
+      g_assert_cmpuint (counter (mr, "tagged_bytes"), ==, N * 1024);
+      x = mt_alloc_ok (mr, 2048, a);
+      g_assert_cmpuint (memres_buffer_get_address (x), ==, addr[N - 1] + 1024);
+      g_assert_cmpuint (counter (mr, "run_takes"), ==, 0);
+      heap_ok (mr);
+      mt_close_ok (x, a);
+      mt_sync_ok (a);
+      mt_sync_ok (bs);
+      mt_sync_ok (MEMRES_STREAM_LEGACY);
+      trim_ok (mr);
+      heap_ok (mr);
+      g_assert_cmpuint (snapshot_blocks (mr, "pending"), ==, 0);
+      g_assert_cmpuint (counter (mr, "tagged_bytes"), ==, 0);
+      x = mt_alloc_ok (mr, N * 1024, bs);
+      g_assert_cmpuint (memres_buffer_get_address (x), ==, addr[0]);
+      mt_close_ok (x, bs);
+      mt_sync_ok (bs);
+      trim_ok (mr);
+      heap_ok (mr);
+      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+      mt_stream_free (a);
+      mt_stream_free (bs);
+    }
+}
+
+/* A buffer grows in place into the free range after it (the address tree's neighbour) when that
+ * range was freed on its stream (closed on it, or with no stream: its own), or settled; not
+ * when it was freed on another stream; and never past the live buffer after that range. */
+static void
+test_heap_grow_neighbour (void)
+{
+  for (guint k = 0; k < G_N_ELEMENTS (specs); k++)
+    for (guint how = 0; how < 4; how++)
+      {
+        g_autoptr (MemresResource) mr = mt_new_ok (specs[k]);
+        CUstream s = mt_stream_new_on (0), t = mt_stream_new_on (0);
+        GError *error = NULL;
+        MemresBuffer *x = mt_alloc_ok (mr, 1 * MiB, s), *y = mt_alloc_ok (mr, 1 * MiB, s);
+        MemresBuffer *z = mt_alloc_ok (mr, 1 * MiB, s);
+        guint64 ax = memres_buffer_get_address (x);
+
+        g_assert_cmpuint (memres_buffer_get_address (y), ==, ax + MiB);
+        g_assert_cmpuint (memres_buffer_get_address (z), ==, ax + 2 * MiB);
+        if (how == 1)
+          mt_sync_ok (s);
+        mt_close_ok (y, how == 1 ? t : how == 2 ? NULL : s);
+        if (how == 3)
+          {
+            mt_sync_ok (s);
+            trim_ok (mr);
+          }
+        heap_ok (mr);
+        MT_CHECK (memres_buffer_resize (x, MiB + 512 * KiB, s, &error));
+        g_assert_true ((memres_buffer_get_address (x) == ax) == (how != 1));
+        heap_ok (mr);
+        MT_CHECK (memres_buffer_resize (x, 2 * MiB, s, &error));
+        g_assert_true ((memres_buffer_get_address (x) == ax) == (how != 1));
+        heap_ok (mr);
+        MT_CHECK (memres_buffer_resize (x, 2 * MiB + 512, s, &error));
+        g_assert_cmpuint (memres_buffer_get_address (x), !=, ax);
+        heap_ok (mr);
+        mt_close_ok (x, s);
+        mt_close_ok (z, s);
+        heap_ok (mr);
+        mt_sync_ok (s);
+        mt_sync_ok (t);
+        trim_ok (mr);
+        g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+        mt_stream_free (s);
+        mt_stream_free (t);
+      }
+}
+
+/* The fake's address space taken but for [lo, hi) (which the next reservation then gets: the
+ * fake's first fit, when no gap leaves room after it); the reservations made, for va_unfill(). */
+static GArray *
+va_fill_but (guint64 lo, guint64 hi)
+{
+  GArray *res = g_array_new (FALSE, FALSE, sizeof (guint64) * 2);
+  const MemresCudaDriver *drv = mt_driver ();
+  GError *error = NULL;
+  CUdeviceptr hold = 0;
+  gboolean pushed;
+
+  MT_CHECK (memres_cuda_push_context (0, &pushed, &error));
+  g_assert_cmpint (drv->cuMemAddressReserve (&hold, hi - lo, 0, lo, 0), ==, CUDA_SUCCESS);
+  g_assert_cmpuint (hold, ==, lo);
+  for (guint64 size = (guint64) 1 << 44; size >= 2 * MiB; size /= 2)
+    for (;;)
+      {
+        CUdeviceptr p = 0;
+        guint64 v[2];
+
+        if (drv->cuMemAddressReserve (&p, size, 0, 0, 0) != CUDA_SUCCESS)
+          break;
+        v[0] = p;
+        v[1] = size;
+        g_array_append_val (res, v);
+      }
+  g_assert_cmpint (drv->cuMemAddressFree (lo, hi - lo), ==, CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+  return res;
+}
+
+static void
+va_unfill (GArray *res)
+{
+  const MemresCudaDriver *drv = mt_driver ();
+  GError *error = NULL;
+  gboolean pushed;
+
+  MT_CHECK (memres_cuda_push_context (0, &pushed, &error));
+  for (guint i = 0; i < res->len; i++)
+    {
+      guint64 *v = &g_array_index (res, guint64, 2 * i);
+
+      g_assert_cmpint (drv->cuMemAddressFree (v[0], v[1]), ==, CUDA_SUCCESS);
+    }
+  memres_cuda_pop_context (pushed);
+  g_array_unref (res);
+}
+
+/* [a, a + n) on one side of @seam */
+static gboolean
+one_side (guint64 a, guint64 n, guint64 seam)
+{
+  return a + n <= seam || a >= seam;
+}
+
+/* Two reservations side by side (reserve=16MiB; the second made where the fake is left no other
+ * room, right after the first): the ranges either side of the seam never coalesce, no run
+ * crosses it (the last buffer of the first and the first of the second freed on one stream), a
+ * grow in place stops at it; and a second reservation made there for a request that fails is
+ * given back, the first one's last free range (linked with its range) unlinked. */
+static void
+test_heap_seam (void)
+{
+  static const char *const seam_specs[]
+      = { "arena:device=0,check=true,reserve=16MiB",
+          "arena:device=0,check=true,reserve=16MiB,place=stable",
+          "arena:device=0,check=true,reserve=16MiB,park=true",
+          "arena:device=0,check=true,reserve=16MiB,settle=eager" };
+
+  if (!mt_require_fake ("the fake's address space is laid out by hand"))
+    return;
+  for (guint k = 0; k < G_N_ELEMENTS (seam_specs); k++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (seam_specs[k]);
+      CUstream s = mt_stream_new_on (0), t = mt_stream_new_on (0);
+      GError *error = NULL;
+      MemresBuffer *b0, *b1, *b2, *b3, *x;
+      guint64 v, seam;
+      GArray *fill;
+
+      g_assert_cmpuint (counter (mr, "virtual"), ==, 16 * MiB);
+      b0 = mt_alloc_ok (mr, 4 * MiB, s);
+      v = memres_buffer_get_address (b0);
+      seam = v + 16 * MiB;
+      b1 = mt_alloc_ok (mr, 12 * MiB, s);
+      g_assert_cmpuint (memres_buffer_get_address (b1), ==, v + 4 * MiB);
+      mt_close_ok (b1, s);
+      fill = va_fill_but (seam, seam + 16 * MiB);
+      /* each step of backing the request failing in turn: the reservation it made goes */
+      for (guint f = 0; f < 3; f++)
+        {
+          mt_fake_fail_call (f == 0   ? "cuMemCreate"
+                             : f == 1 ? "cuMemMap"
+                                      : "cuMemSetAccess",
+                             1, CUDA_ERROR_UNKNOWN);
+          x = memres_resource_allocate (mr, 14 * MiB, s, &error);
+          mt_fake_reset_faults ();
+          g_assert_null (x);
+          g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
+          g_clear_error (&error);
+          heap_ok (mr);
+          g_assert_cmpuint (counter (mr, "reservations"), ==, 1);
+          g_assert_cmpuint (counter (mr, "virtual"), ==, 16 * MiB);
+        }
+      b1 = mt_alloc_ok (mr, 12 * MiB, s);
+      g_assert_cmpuint (memres_buffer_get_address (b1), ==, v + 4 * MiB);
+      b2 = mt_alloc_ok (mr, 4 * MiB, s);
+      va_unfill (fill);
+      g_assert_cmpuint (counter (mr, "reservations"), ==, 2);
+      g_assert_cmpuint (memres_buffer_get_address (b2), ==, seam);
+      b3 = mt_alloc_ok (mr, 4 * MiB, s);
+      g_assert_cmpuint (memres_buffer_get_address (b3), ==, seam + 4 * MiB);
+      heap_ok (mr);
+      mt_close_ok (b1, s);
+      mt_close_ok (b2, s);
+      heap_ok (mr);
+      /* two free ranges of s (parked extents under park=true) */
+      g_assert_cmpuint (snapshot_blocks (mr, "pending"), ==, 2);
+      g_assert_cmpuint (counter (mr, "tagged_bytes"), ==,
+                        strstr (seam_specs[k], "park=true") != NULL ? 0 : 16 * MiB);
+      /* b1's 12 MiB and b2's 2 would serve 14 MiB across the seam */
+      x = mt_alloc_ok (mr, 14 * MiB, s);
+      g_assert_true (one_side (memres_buffer_get_address (x), 14 * MiB, seam));
+      heap_ok (mr);
+      mt_close_ok (x, s);
+      /* b0 grown into b1's bytes, up to the seam; past it, moved */
+      MT_CHECK (memres_buffer_resize (b0, 16 * MiB, s, &error));
+      g_assert_cmpuint (memres_buffer_get_address (b0), ==, v);
+      heap_ok (mr);
+      MT_CHECK (memres_buffer_resize (b0, 17 * MiB, s, &error));
+      g_assert_true (one_side (memres_buffer_get_address (b0), 17 * MiB, seam));
+      g_assert_cmpuint (memres_buffer_get_address (b0), !=, v);
+      heap_ok (mr);
+      /* settled on both sides: still apart */
+      mt_sync_ok (s);
+      trim_ok (mr);
+      heap_ok (mr);
+      x = mt_alloc_ok (mr, 20 * MiB, t);
+      g_assert_true (one_side (memres_buffer_get_address (x), 20 * MiB, seam));
+      heap_ok (mr);
+      mt_close_ok (x, t);
+      mt_close_ok (b0, s);
+      mt_close_ok (b3, s);
+      mt_sync_ok (s);
+      mt_sync_ok (t);
+      heap_ok (mr);
+      g_assert_cmpuint (snapshot_adds_up (mr, 0), ==, 0);
+      trim_ok (mr);
+      heap_ok (mr);
+      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+      mt_stream_free (s);
+      mt_stream_free (t);
+    }
+}
+
+/* test_heap_seam() with the second reservation just before the first: the buffer at its end
+ * does not grow into the first one's free range (of its stream), nor a request take both. */
+static void
+test_heap_seam_below (void)
+{
+  const MemresCudaDriver *drv = mt_driver ();
+
+  if (!mt_require_fake ("the fake's address space is laid out by hand"))
+    return;
+  for (guint k = 0; k < G_N_ELEMENTS (specs); k++)
+    {
+      g_autoptr (MemresResource) mr = NULL;
+      CUstream s = mt_stream_new_on (0);
+      GError *error = NULL;
+      MemresBuffer *b0, *b1, *c0, *c1, *x;
+      CUdeviceptr dummy = 0;
+      guint64 v;
+      GArray *fill;
+      gboolean pushed;
+
+      /* 64 MiB taken first: the arena's reservation lies after it and the room the fake leaves
+       * after a reservation, whose last 16 MiB the arena's second then takes */
+      MT_CHECK (memres_cuda_push_context (0, &pushed, &error));
+      g_assert_cmpint (drv->cuMemAddressReserve (&dummy, 64 * MiB, 0, 0, 0), ==, CUDA_SUCCESS);
+      memres_cuda_pop_context (pushed);
+      mr = mt_new_printf_ok ("%s,reserve=16MiB", specs[k]);
+      b0 = mt_alloc_ok (mr, 4 * MiB, s);
+      v = memres_buffer_get_address (b0);
+      b1 = mt_alloc_ok (mr, 12 * MiB, s);
+      fill = va_fill_but (v - 16 * MiB, v);
+      c0 = mt_alloc_ok (mr, 12 * MiB, s);
+      va_unfill (fill);
+      g_assert_cmpuint (memres_buffer_get_address (c0), ==, v - 16 * MiB);
+      c1 = mt_alloc_ok (mr, 4 * MiB, s);
+      g_assert_cmpuint (memres_buffer_get_address (c1), ==, v - 4 * MiB);
+      mt_close_ok (b0, s);
+      heap_ok (mr);
+      MT_CHECK (memres_buffer_resize (c1, 6 * MiB, s, &error));
+      g_assert_true (one_side (memres_buffer_get_address (c1), 6 * MiB, v));
+      g_assert_cmpuint (memres_buffer_get_address (c1), !=, v - 4 * MiB);
+      heap_ok (mr);
+      mt_close_ok (c1, s);
+      heap_ok (mr);
+      x = mt_alloc_ok (mr, 8 * MiB, s);
+      g_assert_true (one_side (memres_buffer_get_address (x), 8 * MiB, v));
+      heap_ok (mr);
+      mt_close_ok (x, s);
+      mt_close_ok (c0, s);
+      mt_close_ok (b1, s);
+      mt_sync_ok (s);
+      heap_ok (mr);
+      g_assert_cmpuint (snapshot_adds_up (mr, 0), ==, 0);
+      trim_ok (mr);
+      x = mt_alloc_ok (mr, 20 * MiB, s);
+      g_assert_true (one_side (memres_buffer_get_address (x), 20 * MiB, v));
+      mt_close_ok (x, s);
+      trim_ok (mr);
+      heap_ok (mr);
+      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+      g_clear_pointer (&mr, memres_resource_unref);
+      mt_stream_free (s);
+      MT_CHECK (memres_cuda_push_context (0, &pushed, &error));
+      g_assert_cmpint (drv->cuMemAddressFree (dummy, 64 * MiB), ==, CUDA_SUCCESS);
+      memres_cuda_pop_context (pushed);
+    }
+}
+
+/* An arena of 16 MiB reservations fragmented: 1 KiB buffers freed on two streams in turn, 3 MiB
+ * ones between them (1,200 buffers, 612 free ranges) */
+typedef struct
+{
+  MemresResource *mr;
+  CUstream s, t;
+  MemresBuffer *live[700];
+  guint n_live;
+} Frag;
+
+static void
+frag_setup (Frag *f, const char *spec)
+{
+  MemresBuffer *tmp[1200];
+
+  f->mr = mt_new_ok (spec);
+  f->s = mt_stream_new_on (0);
+  f->t = mt_stream_new_on (0);
+  f->n_live = 0;
+  for (guint i = 0; i < G_N_ELEMENTS (tmp); i++)
+    tmp[i] = mt_alloc_ok (f->mr, i % 100 == 99 ? 3 * MiB : 1024, f->s);
+  mt_sync_ok (f->s);
+  for (guint i = 0; i < G_N_ELEMENTS (tmp); i++)
+    if (i % 2 == 0 || i % 100 == 99)
+      mt_close_ok (tmp[i], i % 4 == 0 ? f->s : f->t);
+    else
+      f->live[f->n_live++] = tmp[i];
+}
+
+static void
+frag_teardown (Frag *f)
+{
+  for (guint i = 0; i < f->n_live; i++)
+    mt_close_ok (f->live[i], f->s);
+  mt_sync_ok (f->s);
+  mt_sync_ok (f->t);
+  heap_ok (f->mr);
+  trim_ok (f->mr);
+  heap_ok (f->mr);
+  g_assert_cmpuint (stats_ok (f->mr).reserved_current, ==, 0);
+  g_assert_cmpuint (counter (f->mr, "tagged_bytes"), ==, 0);
+  g_clear_pointer (&f->mr, memres_resource_unref);
+  mt_stream_free (f->s);
+  mt_stream_free (f->t);
+}
+
+/* 5 MiB on s, 20 MiB on t (more address space), the first grown to 9 MiB */
+static gboolean
+frag_op (Frag *f, GError **error)
+{
+  MemresBuffer *a = memres_resource_allocate (f->mr, 5 * MiB, f->s, error), *b;
+
+  if (a == NULL)
+    return FALSE;
+  f->live[f->n_live++] = a;
+  if ((b = memres_resource_allocate (f->mr, 20 * MiB, f->t, error)) == NULL)
+    return FALSE;
+  f->live[f->n_live++] = b;
+  return memres_buffer_resize (a, 9 * MiB, f->s, error);
+}
+
+/* frag_op() on a fragmented arena, each driver call it makes failing in turn: the error is the
+ * driver's, the heap whole, the bytes used those of the buffers live, and once all is closed
+ * and the arena gone, nothing left with the driver */
+static void
+test_heap_frag_faults (void)
+{
+  static const char *const frag_specs[]
+      = { "arena:device=0,check=true,max_block=256,reserve=16MiB",
+          "arena:device=0,check=true,max_block=256,reserve=16MiB,place=stable",
+          "arena:device=0,check=true,max_block=256,reserve=16MiB,park=true",
+          "arena:device=0,check=true,max_block=256,reserve=16MiB,settle=eager" };
+
+  if (!mt_require_fake ("fault injection needs the fake driver"))
+    return;
+  for (guint k = 0; k < G_N_ELEMENTS (frag_specs); k++)
+    {
+      FakeCudaCounts base;
+      GError *error = NULL;
+      g_auto (GStrv) calls = NULL;
+      Frag f;
+      gint n;
+
+      mt_counts_snapshot (&base);
+      frag_setup (&f, frag_specs[k]);
+      heap_ok (f.mr);
+      /* the 612 closes: free ranges of their streams, or parked extents */
+      if (strstr (frag_specs[k], "park=true") != NULL)
+        g_assert_cmpuint (counter (f.mr, "parked"), ==, 612);
+      else
+        g_assert_cmpuint (counter (f.mr, "tagged_bytes"), ==, 600 * KiB + 12 * 3 * MiB);
+      mt_fake_trace_begin ();
+      MT_CHECK (frag_op (&f, &error));
+      calls = mt_fake_trace_end_strv (&n);
+      heap_ok (f.mr);
+      frag_teardown (&f);
+      mt_assert_fake_counts_equal (&base);
+      g_assert_cmpint (n, >=, 8);
+      for (gint i = 0; i < n; i++)
+        {
+          gint nth = mt_call_ordinal (calls, i);
+          guint64 want;
+          guint n0;
+          gboolean ok;
+
+          frag_setup (&f, frag_specs[k]);
+          want = counter (f.mr, "used");
+          n0 = f.n_live;
+          mt_fake_fail_call (calls[i], nth, CUDA_ERROR_UNKNOWN);
+          ok = frag_op (&f, &error);
+          mt_fake_reset_faults ();
+          if (!ok)
+            {
+              g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
+              g_clear_error (&error);
+            }
+          heap_ok (f.mr);
+          for (guint j = n0; j < f.n_live; j++)
+            want += (memres_buffer_get_size (f.live[j]) + 511) & ~(gsize) 511;
+          g_assert_cmpuint (counter (f.mr, "used"), ==, want);
+          frag_teardown (&f);
+          mt_assert_fake_counts_equal (&base);
+        }
+    }
+}
+
+/* 600 buffers of two tags, half of them freed in random order; one tag put to sleep (backup)
+ * and woken three times while the other allocates and frees around it: the heap whole at each
+ * step, the sleeping tag's contents kept, and everything back at the end */
+static void
+test_heap_sleep (void)
+{
+  static const char *const sleep_specs[] = { "arena:device=0,check=true,max_block=256",
+                                             "arena:device=0,check=true,max_block=256,place=stable",
+                                             "arena:device=0,check=true,park=true" };
+  enum
+  {
+    N = 600
+  };
+
+  for (guint k = 0; k < G_N_ELEMENTS (sleep_specs); k++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (sleep_specs[k]);
+      CUstream s = mt_stream_new_on (0);
+      GError *error = NULL;
+      g_autofree MemresBuffer **b = g_new0 (MemresBuffer *, N);
+      g_autofree guint *idx = g_new (guint, N);
+      g_autoptr (MemresSleepPolicy) policy = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, &error);
+
+      g_assert_no_error (error);
+      for (guint i = 0; i < N; i++)
+        {
+          const char *tag = i % 3 == 0 ? "w" : "k";
+
+          MT_CHECK (memres_tag_push (tag, &error));
+          b[i] = mt_alloc_ok (mr, i % 50 == 7 ? 3 * MiB + 512 * i : 1024 + 512 * (i % 5), s);
+          MT_CHECK (memres_tag_pop (tag, &error));
+          mt_fill_byte_ok (b[i], (guint8) (i + 1), s);
+          idx[i] = i;
+        }
+      shuffle (idx, N);
+      for (guint i = 0; i < N / 2; i++)
+        {
+          mt_close_ok (b[idx[i]], s);
+          b[idx[i]] = NULL;
+        }
+      heap_ok (mr);
+      for (guint round = 0; round < 3; round++)
+        {
+          MemresBuffer *extra[40];
+
+          MT_CHECK (memres_resource_sleep (mr, "w", policy, s, &error));
+          heap_ok (mr);
+          MT_CHECK (memres_tag_push ("k", &error));
+          for (guint i = 0; i < G_N_ELEMENTS (extra); i++)
+            extra[i] = mt_alloc_ok (mr, i % 4 == 0 ? 2 * MiB + 1024 * i : 1536, s);
+          MT_CHECK (memres_tag_pop ("k", &error));
+          for (guint i = 0; i < G_N_ELEMENTS (extra); i += 2)
+            mt_close_ok (extra[i], s);
+          heap_ok (mr);
+          MT_CHECK (memres_resource_wake (mr, "w", s, &error));
+          heap_ok (mr);
+          for (guint i = 1; i < G_N_ELEMENTS (extra); i += 2)
+            mt_close_ok (extra[i], s);
+          for (guint i = 0; i < N; i++)
+            if (b[i] != NULL && (i % 3 == 0 || (i + round) % 7 == 0))
+              mt_assert_bytes (b[i], (guint8) (i + 1), s);
+          if (round == 1)
+            trim_ok (mr);
+          heap_ok (mr);
+        }
+      for (guint i = 0; i < N; i++)
+        if (b[i] != NULL)
+          mt_close_ok (b[i], s);
+      mt_sync_ok (s);
+      heap_ok (mr);
+      g_assert_cmpuint (counter (mr, "used"), ==, 0);
+      trim_ok (mr);
+      heap_ok (mr);
+      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+      mt_stream_free (s);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -958,5 +1623,12 @@ main (int argc, char **argv)
   g_test_add_func ("/arena-break/threads/front-outlives", test_front_outlives);
   g_test_add_func ("/arena-break/oom/largest-split", test_oom_largest_split);
   g_test_add_func ("/arena-break/oom/growing-va", test_oom_growing_va);
+  g_test_add_func ("/arena-break/heap/many-ties", test_heap_many_ties);
+  g_test_add_func ("/arena-break/heap/tags-apart", test_heap_tags_apart);
+  g_test_add_func ("/arena-break/heap/grow-neighbour", test_heap_grow_neighbour);
+  g_test_add_func ("/arena-break/heap/seam", test_heap_seam);
+  g_test_add_func ("/arena-break/heap/seam-below", test_heap_seam_below);
+  g_test_add_func ("/arena-break/heap/frag-faults", test_heap_frag_faults);
+  g_test_add_func ("/arena-break/heap/sleep", test_heap_sleep);
   return g_test_run ();
 }
