@@ -42,9 +42,9 @@ arena_heap_clear (Arena *self)
       cache_event_unref (&self->parts, g_steal_pointer (&r->event));
       g_ptr_array_add (ranges, r);
     }
-  arena_tree_init (&self->free_tree, ARENA_ORDER_FIT, G_STRUCT_OFFSET (Range, fit_node));
-  arena_tree_init (&self->addr_tree, ARENA_ORDER_ADDR, G_STRUCT_OFFSET (Range, addr_node));
-  arena_tree_init (&self->run_tree, ARENA_ORDER_FIT, G_STRUCT_OFFSET (Range, run_node));
+  arena_tree_clear (&self->free_tree);
+  arena_tree_clear (&self->addr_tree);
+  arena_tree_clear (&self->run_tree);
   g_clear_pointer (&self->run_dirty, g_free);
   while (self->n_range_pool > 0)
     g_free (self->range_pool[--self->n_range_pool]);

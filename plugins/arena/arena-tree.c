@@ -10,11 +10,19 @@
 #define NODE(t, r)  ((ArenaTreeNode *) ((guint8 *) (r) + (t)->offset))
 #define RANGE(t, n) ((Range *) ((guint8 *) (n) - (t)->offset))
 
+/* @t emptied of every range (their nodes are theirs: nothing is freed); its order kept. */
 void
-arena_tree_init (ArenaTree *t, ArenaOrder order, gsize offset)
+arena_tree_clear (ArenaTree *t)
 {
   t->root = NULL;
   t->n = 0;
+}
+
+/* @t empty, of @order, its node at @offset in a range. */
+void
+arena_tree_init (ArenaTree *t, ArenaOrder order, gsize offset)
+{
+  arena_tree_clear (t);
   t->order = order;
   t->offset = offset;
 }

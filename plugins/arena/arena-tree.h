@@ -39,6 +39,7 @@ typedef struct
 struct _Range;
 
 void arena_tree_init (ArenaTree *t, ArenaOrder order, gsize offset);
+void arena_tree_clear (ArenaTree *t);
 void arena_tree_insert (ArenaTree *t, struct _Range *r);
 void arena_tree_remove (ArenaTree *t, struct _Range *r);
 struct _Range *arena_tree_first (const ArenaTree *t);
