@@ -1046,10 +1046,7 @@ test_heap_many_ties (void)
       g_assert_cmpuint (counter (mr, "run_takes"), ==, 0);
       g_assert_cmpuint (counter (mr, "granules_created"), ==, created);
       mt_close_ok (big, s);
-      trim_ok (mr);
-      heap_ok (mr);
-      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
-      mt_stream_free (s);
+      assert_emptied (mr, &s, 1);
     }
 }
 
@@ -1114,11 +1111,7 @@ test_heap_tags_apart (void)
       g_assert_cmpuint (memres_buffer_get_address (x), ==, addr[0]);
       mt_close_ok (x, bs);
       mt_sync_ok (bs);
-      trim_ok (mr);
-      heap_ok (mr);
-      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
-      mt_stream_free (a);
-      mt_stream_free (bs);
+      assert_emptied (mr, (CUstream[]){ a, bs }, 2);
     }
 }
 
@@ -1318,11 +1311,7 @@ test_heap_seam (void)
       mt_sync_ok (t);
       heap_ok (mr);
       g_assert_cmpuint (snapshot_adds_up (mr, 0), ==, 0);
-      trim_ok (mr);
-      heap_ok (mr);
-      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
-      mt_stream_free (s);
-      mt_stream_free (t);
+      assert_emptied (mr, (CUstream[]){ s, t }, 2);
     }
 }
 
@@ -1382,11 +1371,8 @@ test_heap_seam_below (void)
       x = mt_alloc_ok (mr, 20 * MiB, s);
       g_assert_true (one_side (memres_buffer_get_address (x), 20 * MiB, v));
       mt_close_ok (x, s);
-      trim_ok (mr);
-      heap_ok (mr);
-      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+      assert_emptied (mr, &s, 1);
       g_clear_pointer (&mr, memres_resource_unref);
-      mt_stream_free (s);
       MT_CHECK (memres_cuda_push_context (0, &pushed, &error));
       g_assert_cmpint (drv->cuMemAddressFree (dummy, 64 * MiB), ==, CUDA_SUCCESS);
       memres_cuda_pop_context (pushed);
@@ -1589,11 +1575,7 @@ test_heap_sleep (void)
           mt_close_ok (b[i], s);
       mt_sync_ok (s);
       heap_ok (mr);
-      g_assert_cmpuint (counter (mr, "used"), ==, 0);
-      trim_ok (mr);
-      heap_ok (mr);
-      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
-      mt_stream_free (s);
+      assert_emptied (mr, &s, 1);
     }
 }
 
