@@ -180,7 +180,21 @@ bench_raw_new (const BenchContext *ctx, GError **error)
   if (probe == NULL)
     goto fail;
   ptr = (CUdeviceptr) memres_buffer_get_address (probe);
-  if (detect_pool (raw, ptr) || detect_vmm (raw, ptr))
+  if (ctx->config->raw_pool)
+    {
+      /* --raw-pool: the device's pool whatever the resource's memory is (a host resource has
+       * none to pair with) */
+      fell_back = TRUE;
+      if (memres_resource_get_device (ctx->mr) < 0)
+        {
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                       "--raw-pool needs a resource on a device");
+          goto fail;
+        }
+      if (!fallback_pool (raw, ctx->mr, error))
+        goto fail;
+    }
+  else if (detect_pool (raw, ptr) || detect_vmm (raw, ptr))
     ;
   else if (flags & MEMRES_MEMORY_STREAM_ORDERED)
     {

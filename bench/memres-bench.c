@@ -207,6 +207,11 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     { "min-size", 0, 0, G_OPTION_ARG_STRING, &a->min_size, "Smallest random size (1KiB)", "SIZE" },
     { "max-size", 0, 0, G_OPTION_ARG_STRING, &a->max_size, "Largest random size (4MiB)", "SIZE" },
     { "seed", 0, 0, G_OPTION_ARG_INT, &a->seed, "Seed of the random traces (42)", "N" },
+    { "raw-pool", 0, 0, G_OPTION_ARG_NONE, &cfg->raw_pool,
+      "Pair (a) to (c), (h), (k) and (l) with the device's current pool "
+      "(cuMemAllocFromPoolAsync + cuMemFreeAsync) whatever the resource: e.g. arena or vmm "
+      "against the raw pool pair",
+      NULL },
     { "pin-threads", 0, 0, G_OPTION_ARG_NONE, &cfg->pin_threads,
       "Pin the workers of (k) to one CPU each (the CPUs the process may use, in order)", NULL },
     { "thread-counts", 0, 0, G_OPTION_ARG_STRING, &a->thread_counts,

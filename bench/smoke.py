@@ -127,6 +127,18 @@ def smoke_bench(exe):
         if "cuMemAllocFromPoolAsync" not in doc["sections"][0]["raw"]:
             fail("managed pairs are not paired with the raw pool calls: %r"
                  % doc["sections"][0]["raw"])
+    if plugin_exists("arena"):
+        # --raw-pool: the arena's pairs against the raw pool pair (issue 38, target 5)
+        p = run([exe, "--quick", "--json", "--quiet", "--spec", "arena", "--pairs", "--raw-pool",
+                 "--sizes", "256,64KiB"])
+        doc = check_bench_json(p.stdout, ["pairs"])
+        if "cuMemAllocFromPoolAsync" not in doc["sections"][0]["raw"]:
+            fail("arena --raw-pool pairs are not paired with the raw pool calls: %r"
+                 % doc["sections"][0]["raw"])
+    # --raw-pool on a resource on no device: the row fails with the reason, exit 3
+    p = run([exe, "--quick", "--quiet", "--spec", "host", "--pairs", "--raw-pool"], expect_rc=3)
+    if "FAILED: --raw-pool needs a resource on a device" not in p.stdout:
+        fail("--raw-pool on host:\n" + p.stdout)
     if plugin_exists("ipc"):
         p = run([exe, "--quick", "--json", "--quiet", "--spec", "ipc", "--pairs", "--ipc-import"])
         check_ipc_import(check_bench_json(p.stdout, ["pairs", "ipc_import"]), 16)
