@@ -51,6 +51,9 @@ Per configuration and round:
              The warm-up's peak is far below the run's, so the peaks of requested and reserved
              are the run's;
   time       the median step time (train, after 3 warm-up steps) or tokens per second (infer).
+  counters   memres only: the layers' counters at the end (granules created, remapped and
+             released, settles...; bench/interop.py's layer_counters()), warm-up included: a
+             slow round shows whether it was driver work.
 The rounds run the configurations in turn (round-robin), so that each round pairs them under
 the same machine state; a configuration's time ratio to torch-expandable is the median over
 the rounds of its ratio in each round, printed with the lowest and highest round.
@@ -256,6 +259,8 @@ def worker(config, args):
         memres.lib.memres_resource_get_upstream.argtypes = [ctypes.c_void_p]
         below = memres.lib.memres_resource_get_upstream(top)
         reserved = memres.stats(below)["reserved_high"] if below else None
+        from interop import layer_counters  # bench/interop.py, beside this file
+        out["counters"] = layer_counters(alloc)
     else:
         requested = torch.cuda.max_memory_allocated()
         reserved = torch.cuda.max_memory_reserved()
