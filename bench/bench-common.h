@@ -37,10 +37,10 @@ typedef struct
   guint import_buffers;     /* distinct buffers an IPC import repetition maps */
   guint64 thread_pair_size; /* bytes per pair of (k) */
   gboolean pin_threads;     /* (k): worker t runs on the t-th CPU the process may use */
-  gboolean raw_pool; /* (a) to (c), (h), (k), (l): the raw calls are the device's current pool's
-                      * (cuMemAllocFromPoolAsync + cuMemFreeAsync), whatever the resource */
-  gint64 deadline_ns;       /* bench_now_ns() after which rows are skipped; 0: none */
-  char **argv;              /* the command line, for the record */
+  gboolean raw_pool;  /* (a) to (c), (h), (k), (l): the raw calls are the device's current pool's
+                       * (cuMemAllocFromPoolAsync + cuMemFreeAsync), whatever the resource */
+  gint64 deadline_ns; /* bench_now_ns() after which rows are skipped; 0: none */
+  char **argv;        /* the command line, for the record */
 } BenchConfig;
 
 /* One process-wide setup: the driver table, the resource, one non-blocking stream. */
