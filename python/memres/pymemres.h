@@ -426,6 +426,8 @@ PyObject *pymemres_buffer_get_tag (PyMemresBuffer *self, void *closure);
 PyObject *pymemres_resource_tag_counts (PyMemresResource *self, PyObject *arg);
 PyObject *pymemres_resource_tags (PyMemresResource *self, PyObject *unused);
 PyObject *pymemres_resource_reset_tag_peak (PyMemresResource *self, PyObject *arg);
+/* counters.c: Resource.counters(), the kind's own counters as a dict */
+PyObject *pymemres_resource_counters (PyMemresResource *self, PyObject *unused);
 /* sleep.c */
 PyObject *pymemres_resource_sleep (PyMemresResource *self, PyObject *args, PyObject *kwargs);
 PyObject *pymemres_resource_wake (PyMemresResource *self, PyObject *args, PyObject *kwargs);

@@ -516,6 +516,14 @@ static PyMethodDef resource_methods[] = {
     "The resource's statistics in bytes: reserved_current, reserved_high (held from the\n"
     "driver), used_current, used_high (in live buffers) and n_buffers. Raises\n"
     "NotSupportedError where the stack keeps none (put a stats layer on top)." },
+  { "counters", (PyCFunction) pymemres_resource_counters, METH_NOARGS,
+    "counters() -> dict\n\n"
+    "The kind's own counters beyond stats() (memres_resource_get_counters()), the names and\n"
+    "types each kind documents: the cache's hits and misses, the arena's granules_created,\n"
+    "granules_remapped and settles, the log adaptor's lines_lost, and contract_breaches on\n"
+    "every resource; an adaptor without counters gives its upstream's. Integers are int,\n"
+    "strings str, arrays lists (of tuples for records: the cache's classes). Takes the kind's\n"
+    "lock, no driver call; releases the GIL." },
   { "reset_stats", (PyCFunction) resource_reset_stats, METH_NOARGS,
     "reset_stats()\n\nSets the high-water marks to the current values." },
   { "trim", (PyCFunction) (void (*) (void)) resource_trim, METH_VARARGS | METH_KEYWORDS,

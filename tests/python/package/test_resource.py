@@ -207,6 +207,51 @@ def test_stats_and_trim():
         mr.trim("x")
 
 
+def test_counters(tmp_path):
+    # every resource has the core's contract_breaches; an adaptor without counters (stats)
+    # gives its upstream's
+    assert memres.Resource("host").counters() == {"contract_breaches": 0}
+    assert memres.Resource("stats>host").counters() == {"contract_breaches": 0}
+    limit = memres.Resource("limit:max=1MiB>host")
+    buf = limit.allocate(4096)
+    assert limit.counters() == {"contract_breaches": 0, "limit": 1 << 20, "used": buf.size}
+    buf.close()
+    assert limit.counters()["used"] == 0
+    mr = memres.Resource("cache>host")
+    before = mr.counters()
+    assert before["hits"] == 0 and before["misses"] == 0 and before["used"] == 0
+    assert isinstance(before["events"], bool)
+    mr.allocate(1000).close()  # a miss: a chunk for the 1 KiB class
+    buf = mr.allocate(1000)  # a hit
+    after = mr.counters()
+    assert after["misses"] == 1 and after["hits"] == 1 and after["used"] == 1024
+    assert after["reserved"] == mr.stats()["reserved_current"] > 0
+    # the classes (a(tttt)): class size, hits, misses, bytes cached, as tuples of ints
+    classes = {c[0]: c for c in after["classes"]}
+    assert all(isinstance(c, tuple) and len(c) == 4 for c in after["classes"])
+    assert classes[1024][1:3] == (1, 1) and classes[256] == (256, 0, 0, 0)
+    buf.close()
+    # a string counter: the log adaptor's write_error, "" when every line was written
+    log = memres.Resource("log:path=" + str(tmp_path / "t.csv") + ">host")
+    log.allocate(64).close()
+    c = log.counters()
+    assert c["write_error"] == "" and c["lines_lost"] == 0
+    assert c["lines_written"] == len((tmp_path / "t.csv").read_text().splitlines()) == 3
+
+
+def test_counters_arena(device):
+    # the arena's granules (issue 38): a 1 MiB buffer takes one granule, and the next one of that
+    # size after its close takes it again (no new one)
+    mr = memres.Resource("arena:device=0")
+    mr.allocate(1 << 20).close()
+    c = mr.counters()
+    assert c["granules_created"] == 1 and c["large_allocations"] == 1
+    assert c["physical"] == c["granularity"] >= 1 << 20
+    mr.allocate(1 << 20).close()
+    c = mr.counters()
+    assert c["granules_created"] == 1 and c["large_allocations"] == 2 and c["used"] == 0
+
+
 def test_trim_bytes_to_keep_checked():
     # a negative bytes_to_keep was taken as 2**64 - 1 ("keep everything"): no trim, no error
     mr = memres.Resource("cache:chunk=64KiB>host")

@@ -76,6 +76,7 @@ def test_close_twice_and_calls_after():
         lambda: mr.allocate(8, None),
         lambda: mr.allocate(size=8),
         mr.stats,
+        mr.counters,
         mr.reset_stats,
         mr.trim,
         mr.snapshot,
