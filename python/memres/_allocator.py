@@ -113,6 +113,12 @@ class Allocator:
         mr = self.resource(device)
         return mr.stats() if mr is not None else {}
 
+    def counters(self, device=0):
+        """The kind's counters of device's resource (Resource.counters(): the cache's hits and
+        misses, the arena's granules created and remapped...), {} when there is none."""
+        mr = self.resource(device)
+        return mr.counters() if mr is not None else {}
+
     def snapshot(self, device=0):
         """The snapshot of device's resource (Resource.snapshot()), None when there is none."""
         mr = self.resource(device)

@@ -17,8 +17,8 @@ def use(spec=None, stream=0):
     takes: an int handle, a CuPy or torch stream, an object with __cuda_stream__; another
     object is a TypeError). A failed allocation raises
     cupy.cuda.memory.OutOfMemoryError (CuPy itself does not check a NULL). Returns an object
-    whose stats(device), resource(device) and count_buffers(device) tell what each device's
-    resource holds. An empty spec raises memres.InvalidArgumentError (a ValueError); without
+    whose stats(device), counters(device), resource(device) and count_buffers(device) tell
+    what each device's resource holds. An empty spec raises memres.InvalidArgumentError (a ValueError); without
     CuPy installed, ModuleNotFoundError; CuPy's own error where it refuses the allocator (the
     MEMRES_ALLOCATOR_RESOURCE found put back)."""
     spec = _allocator.resolve_spec(spec)

@@ -16,8 +16,8 @@ def use(spec=None):
     by its ordinal. spec None keeps the MEMRES_ALLOCATOR_RESOURCE set in the environment (the
     shell's setting wins over the script's default), else uses "cache>dmr:device={device}"; a
     spec given replaces MEMRES_ALLOCATOR_RESOURCE for this process. MEMRES_ALLOCATOR_RESOURCE_<N>
-    still wins for device N. Returns an object whose stats(device), resource(device) and
-    count_buffers(device) tell what each device's resource holds.
+    still wins for device N. Returns an object whose stats(device), counters(device),
+    resource(device) and count_buffers(device) tell what each device's resource holds.
 
     Call it before torch allocates on a device: torch cannot swap an allocator it has used,
     and memres raises memres.Error then rather than leave two allocators (and puts back the
@@ -96,8 +96,8 @@ def mem_pool(spec=None):
 def pool_allocator():
     """pool_allocator() -> allocator or None
 
-    The allocator object (stats(device), resource(device), count_buffers(device),
-    empty_cache()) behind the pools mem_pool() made in this process, None before the first."""
+    The allocator object (stats(device), counters(device), resource(device),
+    count_buffers(device), empty_cache()) behind the pools mem_pool() made in this process, None before the first."""
     return _pool_allocator
 
 

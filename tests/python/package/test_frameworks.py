@@ -25,10 +25,12 @@ def test_allocator_object():
     alloc = _allocator.Allocator("cache>dmr:device={device}")
     assert os.path.isfile(alloc.path)
     if MODE == "host":  # no driver: no device resource
-        assert alloc.resource(0) is None and alloc.stats(0) == {}
+        assert alloc.resource(0) is None and alloc.stats(0) == {} and alloc.counters(0) == {}
     else:
         assert alloc.resource(0).kind == "cache"
         assert alloc.stats(0)["used_current"] == 0
+        counters = alloc.counters(0)
+        assert counters["hits"] == counters["misses"] == counters["used"] == 0
     assert alloc.count_buffers() == 0
     assert "cache>dmr" in repr(alloc)
 
