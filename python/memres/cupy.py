@@ -18,9 +18,9 @@ def use(spec=None, stream=0):
     object is a TypeError). A failed allocation raises
     cupy.cuda.memory.OutOfMemoryError (CuPy itself does not check a NULL). Returns an object
     whose stats(device), counters(device), resource(device) and count_buffers(device) tell
-    what each device's resource holds. An empty spec raises memres.InvalidArgumentError (a ValueError); without
-    CuPy installed, ModuleNotFoundError; CuPy's own error where it refuses the allocator (the
-    MEMRES_ALLOCATOR_RESOURCE found put back)."""
+    what each device's resource holds. An empty spec raises memres.InvalidArgumentError (a
+    ValueError); without CuPy installed, ModuleNotFoundError; CuPy's own error where it refuses
+    the allocator (the MEMRES_ALLOCATOR_RESOURCE found put back)."""
     spec = _allocator.resolve_spec(spec)
     # CuPy takes an int: the handle of any stream memres takes, checked before anything changes
     stream = _memres._stream_handle(stream)

@@ -97,7 +97,8 @@ def pool_allocator():
     """pool_allocator() -> allocator or None
 
     The allocator object (stats(device), counters(device), resource(device),
-    count_buffers(device), empty_cache()) behind the pools mem_pool() made in this process, None before the first."""
+    count_buffers(device), empty_cache()) behind the pools mem_pool() made in this process,
+    None before the first."""
     return _pool_allocator
 
 
