@@ -104,8 +104,10 @@ class Allocator:
 
     def resource(self, device=0):
         """The Resource serving device (made by this call if no allocation made it yet), or None
-        when it cannot be made (no driver, no such device)."""
-        ptr = self.lib.memres_allocator_get_resource(device)
+        when it cannot be made (no driver, no such device). device is checked as
+        default_resource() checks it: TypeError for one that is not an int,
+        memres.OutOfRangeError past a C int's range (not wrapped to another device)."""
+        ptr = self.lib.memres_allocator_get_resource(_memres._device_index(device))
         return _memres._resource_from_address(ptr) if ptr else None
 
     def stats(self, device=0):
@@ -131,7 +133,7 @@ class Allocator:
 
     def count_buffers(self, device=-1):
         """Live buffers of device (-1: of every device)."""
-        return self.lib.memres_allocator_count_buffers(device)
+        return self.lib.memres_allocator_count_buffers(_memres._device_index(device))
 
     def __repr__(self):
         return "<memres allocator %s from %s>" % (self.spec, self.path)

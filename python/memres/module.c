@@ -202,6 +202,19 @@ module_stream_handle (PyObject *module, PyObject *obj)
   return PyLong_FromUnsignedLongLong ((unsigned long long) (guintptr) stream);
 }
 
+/* A device argument as default_resource() takes it (an int of a C int's range, -1 host memory):
+ * the frameworks' allocator object passes it to the shim through ctypes, whose c_int kept the
+ * low 32 bits of a larger one (2**40 was device 0) */
+static PyObject *
+module_device_index (PyObject *module, PyObject *obj)
+{
+  gint device;
+
+  if (pymemres_device_from_object (obj, &device) < 0)
+    return NULL;
+  return PyLong_FromLong (device);
+}
+
 static PyObject *
 module_from_dlpack (PyObject *module, PyObject *obj)
 {
@@ -252,6 +265,9 @@ static PyMethodDef module_methods[] = {
     "_resource_from_address(address) -> Resource\n\nInternal: libmemres-allocator's resources." },
   { "_stream_handle", module_stream_handle, METH_O,
     "_stream_handle(stream) -> int\n\nInternal: a stream argument's handle (memres.cupy.use())." },
+  { "_device_index", module_device_index, METH_O,
+    "_device_index(device) -> int\n\nInternal: a device argument checked as default_resource()\n"
+    "checks it (TypeError, memres.OutOfRangeError), for the frameworks' allocator object." },
   { "_tag_push", pymemres_tag_push, METH_O,
     "_tag_push(name)\n\nInternal: memres.tag() (memres_tag_push on the calling thread)." },
   { "_tag_pop", pymemres_tag_pop, METH_O,

@@ -33,6 +33,15 @@ def test_allocator_object():
         assert counters["hits"] == counters["misses"] == counters["used"] == 0
     assert alloc.count_buffers() == 0
     assert "cache>dmr" in repr(alloc)
+    # a device is an int of a C int's range: 2**40 was device 0 (ctypes kept its low 32 bits),
+    # None or "0" a ctypes.ArgumentError
+    for call in (alloc.resource, alloc.stats, alloc.counters, alloc.snapshot, alloc.count_buffers):
+        for bad in (1 << 40, 1 << 31, -(1 << 31) - 1):
+            with pytest.raises(memres.OutOfRangeError):
+                call(bad)
+        for bad in (None, "0", 0.0):
+            with pytest.raises(TypeError):
+                call(bad)
 
 
 def test_allocator_not_found(monkeypatch, tmp_path):
