@@ -171,6 +171,19 @@ memres_cuda_push_stream_context (gint device, MemresStream stream, gboolean *pus
   return memres_cuda_push_context (device, pushed, error);
 }
 
+/* Whether @stream captures a graph (cuStreamIsCapturing(): active, or invalidated and not yet
+ * ended). The legacy default stream cannot capture and is not asked. A failing query says no:
+ * the wait that follows reports the stream's error itself (a destroyed stream's). */
+static gboolean
+stream_is_capturing (const MemresCudaDriver *drv, MemresStream stream)
+{
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+
+  return stream != NULL && stream != MEMRES_STREAM_LEGACY && drv->cuStreamIsCapturing != NULL
+         && drv->cuStreamIsCapturing ((CUstream) stream, &status) == CUDA_SUCCESS
+         && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /**
  * memres_cuda_stream_synchronize:
  * @device: the device ordinal of the memory the wait is for, or -1 for host memory
@@ -186,8 +199,14 @@ memres_cuda_push_stream_context (gint device, MemresStream stream, gboolean *pus
  * is not stream-ordered (see #MemresResourceOps); a kind calls it before it unmaps or frees
  * memory in other slots (vmm's resize). Thread-safe.
  *
- * Errors: those of memres_cuda_ensure_context(); %MEMRES_CUDA_ERROR when a driver call fails
- * (`CUDA_ERROR_INVALID_HANDLE` for a stream the driver knows is gone).
+ * A stream that is capturing a graph (cuStreamIsCapturing(), asked of every stream but the
+ * legacy default one, which cannot capture) is refused before the wait: synchronizing it fails
+ * and invalidates the capture, losing the graph the program was building. Wait after
+ * cuStreamEndCapture() instead.
+ *
+ * Errors: those of memres_cuda_ensure_context(); %MEMRES_ERROR_NOT_SUPPORTED when @stream is
+ * capturing a graph; %MEMRES_CUDA_ERROR when a driver call fails (`CUDA_ERROR_INVALID_HANDLE`
+ * for a stream the driver knows is gone).
  *
  * Returns: %TRUE once the stream is idle
  *
@@ -202,6 +221,15 @@ memres_cuda_stream_synchronize (gint device, MemresStream stream, GError **error
 
   if (drv == NULL || !memres_cuda_push_stream_context (device, stream, &pushed, error))
     return FALSE;
+  if (stream_is_capturing (drv, stream))
+    {
+      memres_cuda_pop_context (pushed);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "stream %p is capturing a graph: it cannot be waited for until "
+                   "cuStreamEndCapture() (cuStreamSynchronize would invalidate the capture)",
+                   (gpointer) stream);
+      return FALSE;
+    }
   r = drv->cuStreamSynchronize ((CUstream) stream);
   memres_cuda_pop_context (pushed);
   if (r != CUDA_SUCCESS)

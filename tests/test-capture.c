@@ -1,0 +1,177 @@
+/* test-capture.c: what the kinds other than `graph` do with a stream that is capturing a CUDA
+ * graph (docs/graph.md, "Every other kind"), against the fake (suite fake) and the real driver
+ * (suite gpu): the arena refuses to allocate on it, as the pool kinds do; a wait for it
+ * (memres_cuda_stream_synchronize(), and so the close of memory that is not stream-ordered) is
+ * refused before cuStreamSynchronize, which would invalidate the capture. Nothing is lost: the
+ * refused close succeeds once the capture has ended. */
+#include "testutil.h"
+
+#define KiB ((gsize) 1024)
+#define MiB (1024 * KiB)
+
+#define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
+
+typedef struct
+{
+  const MemresCudaDriver *drv;
+  CUstream stream;
+  FakeCudaCounts base;
+} Fixture;
+
+static gboolean
+fixture_init (Fixture *f)
+{
+  GError *error = NULL;
+
+  memset (f, 0, sizeof *f);
+  if (!mt_require_devices (1))
+    return FALSE;
+  mt_counts_snapshot (&f->base);
+  f->drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  MT_CHECK (memres_cuda_ensure_context (0, &error));
+  CU_OK (f->drv->cuStreamCreate (&f->stream, CU_STREAM_NON_BLOCKING));
+  return TRUE;
+}
+
+static void
+fixture_clear (Fixture *f)
+{
+  CU_OK (f->drv->cuStreamSynchronize (f->stream));
+  CU_OK (f->drv->cuStreamDestroy (f->stream));
+  mt_assert_fake_counts_equal (&f->base);
+}
+
+static void
+begin_capture (Fixture *f)
+{
+  CU_OK (f->drv->cuStreamBeginCapture (f->stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+}
+
+/* Ends the capture, which must still be valid (a graph comes back), and destroys the graph. */
+static void
+end_capture (Fixture *f)
+{
+  CUgraph graph = NULL;
+
+  CU_OK (f->drv->cuStreamEndCapture (f->stream, &graph));
+  g_assert_nonnull (graph);
+  CU_OK (f->drv->cuGraphDestroy (graph));
+}
+
+/* The arena refuses a capturing stream for a request of each path (a class's first block, a
+ * large one), counts nothing, and serves the same stream once the capture has ended. */
+static void
+test_arena_refuses (void)
+{
+  static const gsize sizes[] = { 256, 1 * MiB, 64 * MiB };
+  GError *error = NULL;
+  MemresResource *mr;
+  Fixture f;
+
+  if (!fixture_init (&f))
+    return;
+  mr = mt_new_ok ("arena:device=0");
+  begin_capture (&f);
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    {
+      MemresBuffer *buf = memres_resource_allocate (mr, sizes[i], (MemresStream) f.stream, &error);
+
+      g_assert_null (buf);
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_assert_nonnull (strstr (error->message, "graph:device=N"));
+      g_clear_error (&error);
+    }
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
+  end_capture (&f);
+
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    {
+      MemresBuffer *buf = memres_resource_allocate (mr, sizes[i], (MemresStream) f.stream, &error);
+
+      g_assert_no_error (error);
+      g_assert_cmpuint (mt_stats_ok (mr).used_current, >=, sizes[i]);
+      mt_close_ok (buf, (MemresStream) f.stream);
+      memres_buffer_unref (buf);
+    }
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
+  /* the legacy stream cannot capture and is not asked: it allocates while the other captures */
+  begin_capture (&f);
+  {
+    MemresBuffer *buf = memres_resource_allocate (mr, 64 * MiB, NULL, &error);
+
+    g_assert_no_error (error);
+    end_capture (&f);
+    mt_close_ok (buf, NULL);
+    memres_buffer_unref (buf);
+  }
+  MT_CHECK (memres_resource_trim (mr, 0, &error));
+  memres_resource_unref (mr);
+  fixture_clear (&f);
+}
+
+/* memres_cuda_stream_synchronize() of a capturing stream: refused without cuStreamSynchronize,
+ * the capture still valid; the legacy stream is waited for as before. */
+static void
+test_synchronize_refused (void)
+{
+  GError *error = NULL;
+  long syncs;
+  Fixture f;
+
+  if (!fixture_init (&f))
+    return;
+  begin_capture (&f);
+  syncs = mt_fake_call_count ("cuStreamSynchronize");
+  g_assert_false (memres_cuda_stream_synchronize (0, (MemresStream) f.stream, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "cuStreamEndCapture"));
+  g_clear_error (&error);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuStreamSynchronize"), ==, syncs);
+  end_capture (&f);
+  MT_CHECK (memres_cuda_stream_synchronize (0, (MemresStream) f.stream, &error));
+  fixture_clear (&f);
+}
+
+/* vmm memory (not stream-ordered) closed on a capturing stream: the close is refused, the buffer
+ * stays open and its bytes counted; after the capture, the same close frees everything. */
+static void
+test_vmm_close_refused (void)
+{
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  Fixture f;
+
+  if (!fixture_init (&f))
+    return;
+  mr = mt_new_ok ("vmm:device=0");
+  buf = memres_resource_allocate (mr, 2 * MiB, (MemresStream) f.stream, &error);
+  g_assert_no_error (error);
+  begin_capture (&f);
+  g_assert_false (memres_buffer_close (buf, (MemresStream) f.stream, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "capturing a graph"));
+  g_clear_error (&error);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 2 * MiB);
+  g_assert_cmpuint (memres_buffer_get_pointer (buf) != NULL, ==, TRUE);
+  end_capture (&f);
+
+  mt_close_ok (buf, (MemresStream) f.stream);
+  memres_buffer_unref (buf);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
+  memres_resource_unref (mr);
+  fixture_clear (&f);
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+  g_test_add_func ("/capture/arena/refused", test_arena_refuses);
+  g_test_add_func ("/capture/synchronize/refused", test_synchronize_refused);
+  g_test_add_func ("/capture/vmm/close-refused", test_vmm_close_refused);
+  return g_test_run ();
+}
