@@ -26,18 +26,16 @@ static Device devices[MEMRES_ALLOCATOR_MAX_DEVICES];
 
 #define N_SHARDS 64 /* a power of 2 */
 
-/* What the table keeps of a live allocation. */
-typedef struct
-{
-  MemresBuffer *buf; /* owned */
-  gint device;       /* the device it was allocated for */
-  GArray *recorded;  /* MemresStream from record_stream; NULL until used */
-} Entry;
-
+/* The live allocations whose pointers hash to one shard. The buffer itself is the value (no
+ * record of our own: a malloc and a free less per pair); its device comes from its resource
+ * (buffer_device()), and the streams record_stream named, which few buffers have, from a table
+ * of their own. */
 typedef struct
 {
   GMutex lock;
-  GHashTable *entries; /* pointer -> Entry (owned); made on first use */
+  GHashTable *buffers;  /* pointer -> MemresBuffer (a reference owned); made on first use */
+  GHashTable *recorded; /* pointer -> GArray of MemresStream (owned) from record_stream, for live
+                         * pointers of @buffers only; NULL until used */
 } __attribute__ ((aligned (64))) Shard;
 
 static Shard shards[N_SHARDS];
@@ -201,8 +199,8 @@ allocate (gsize size, int device, MemresStream stream, GError **error)
   g_autoptr (GError) local = NULL;
   MemresResource *mr;
   MemresBuffer *buf;
-  Entry *entry;
   Shard *shard;
+  void *ptr;
 
   if (size == 0)
     return NULL; /* nothing to allocate; freeing NULL does nothing */
@@ -220,18 +218,32 @@ allocate (gsize size, int device, MemresStream stream, GError **error)
       g_propagate_prefixed_error (error, g_steal_pointer (&local), "memres allocator: %s: ", what);
       return NULL;
     }
-  entry = g_new (Entry, 1);
-  entry->buf = buf;
-  entry->device = device;
-  entry->recorded = NULL;
-  shard = shard_for (memres_buffer_get_pointer (buf));
+  ptr = memres_buffer_get_pointer (buf);
+  shard = shard_for (ptr);
   g_mutex_lock (&shard->lock);
-  if (G_UNLIKELY (shard->entries == NULL))
-    shard->entries = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_hash_table_insert (shard->entries, memres_buffer_get_pointer (buf), entry);
+  if (G_UNLIKELY (shard->buffers == NULL))
+    shard->buffers = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_hash_table_insert (shard->buffers, ptr, buf);
   g_mutex_unlock (&shard->lock);
   __atomic_fetch_add (&devices[device].n_buffers, 1, __ATOMIC_RELAXED);
-  return memres_buffer_get_pointer (buf);
+  return ptr;
+}
+
+/* The device whose resource allocated the open buffer @buf: the one its memory lives on when that
+ * device's resource is its resource (a device kind), else the device whose resource it is
+ * (pinned or managed memory lives on none; each device has a resource of its own). */
+static int
+buffer_device (MemresBuffer *buf)
+{
+  MemresResource *mr = memres_buffer_get_resource (buf);
+  int d = memres_buffer_get_device (buf);
+
+  if (d >= 0 && d < MEMRES_ALLOCATOR_MAX_DEVICES && g_atomic_pointer_get (&devices[d].mr) == mr)
+    return d;
+  for (d = 0; d < MEMRES_ALLOCATOR_MAX_DEVICES; d++)
+    if (g_atomic_pointer_get (&devices[d].mr) == mr)
+      return d;
+  g_return_val_if_reached (0); /* every buffer in the table came from a device's resource */
 }
 
 /* Makes @stream wait for the work queued so far on each of @recorded: an event recorded on each,
@@ -274,18 +286,22 @@ static void
 release (void *ptr, int device, MemresStream stream)
 {
   g_autoptr (GError) error = NULL;
-  Entry *entry = NULL;
+  MemresBuffer *buf = NULL;
+  GArray *recorded = NULL;
   Shard *shard;
+  int dev;
 
   if (ptr == NULL)
     return;
   shard = shard_for (ptr);
   g_mutex_lock (&shard->lock);
-  if (shard->entries != NULL)
-    g_hash_table_steal_extended (shard->entries, ptr, NULL, (gpointer *) &entry);
+  if (shard->buffers != NULL)
+    g_hash_table_steal_extended (shard->buffers, ptr, NULL, (gpointer *) &buf);
+  if (buf != NULL && G_UNLIKELY (shard->recorded != NULL))
+    g_hash_table_steal_extended (shard->recorded, ptr, NULL, (gpointer *) &recorded);
   g_mutex_unlock (&shard->lock);
 
-  if (entry == NULL)
+  if (buf == NULL)
     {
       g_autoptr (GError) unknown
           = g_error_new (MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
@@ -294,13 +310,14 @@ release (void *ptr, int device, MemresStream stream)
       log_once (&unknown_pointer_logged, "free", unknown);
       return;
     }
-  if (entry->recorded != NULL)
+  dev = buffer_device (buf);
+  if (recorded != NULL)
     {
-      wait_for_recorded (entry->device, stream, entry->recorded);
-      g_array_unref (entry->recorded);
+      wait_for_recorded (dev, stream, recorded);
+      g_array_unref (recorded);
     }
   /* CUDA_ERROR_DEINITIALIZED: the process exits and the driver is gone (torch frees late) */
-  if (!memres_buffer_close (entry->buf, stream, &error)
+  if (!memres_buffer_close (buf, stream, &error)
       && !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
     {
       log_once (&close_failure_logged, "free", error);
@@ -309,14 +326,12 @@ release (void *ptr, int device, MemresStream stream)
        * CUDA_ERROR_INVALID_HANDLE; the real driver promises nothing). Free after all of the
        * device's work, on the legacy stream, rather than leave it to the last unref, which
        * would do the same with a warning for every such tensor. */
-      if (error->domain == MEMRES_CUDA_ERROR
-          && memres_cuda_device_synchronize (entry->device, NULL))
-        (void) memres_buffer_close_full (entry->buf, MEMRES_STREAM_LEGACY,
-                                         MEMRES_CLOSE_CALLER_ORDERED, NULL);
+      if (error->domain == MEMRES_CUDA_ERROR && memres_cuda_device_synchronize (dev, NULL))
+        (void) memres_buffer_close_full (buf, MEMRES_STREAM_LEGACY, MEMRES_CLOSE_CALLER_ORDERED,
+                                         NULL);
     }
-  memres_buffer_unref (entry->buf);
-  __atomic_fetch_sub (&devices[entry->device].n_buffers, 1, __ATOMIC_RELAXED);
-  g_free (entry);
+  memres_buffer_unref (buf);
+  __atomic_fetch_sub (&devices[dev].n_buffers, 1, __ATOMIC_RELAXED);
 }
 
 /* NULL is the legacy default stream for torch and for memres's allocate, but "the recorded
@@ -469,21 +484,27 @@ void
 memres_torch_record_stream (void *ptr, void *stream)
 {
   Shard *shard = shard_for (ptr);
-  Entry *entry;
 
   g_mutex_lock (&shard->lock);
-  entry = shard->entries != NULL ? g_hash_table_lookup (shard->entries, ptr) : NULL;
-  if (entry != NULL)
+  if (shard->buffers != NULL && g_hash_table_contains (shard->buffers, ptr))
     {
       MemresStream s = explicit_stream (stream);
+      GArray *recorded;
       gboolean seen = FALSE;
 
-      if (entry->recorded == NULL)
-        entry->recorded = g_array_new (FALSE, FALSE, sizeof (MemresStream));
-      for (guint i = 0; i < entry->recorded->len && !seen; i++)
-        seen = g_array_index (entry->recorded, MemresStream, i) == s;
+      if (shard->recorded == NULL)
+        shard->recorded = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
+                                                 (GDestroyNotify) g_array_unref);
+      recorded = g_hash_table_lookup (shard->recorded, ptr);
+      if (recorded == NULL)
+        {
+          recorded = g_array_new (FALSE, FALSE, sizeof (MemresStream));
+          g_hash_table_insert (shard->recorded, ptr, recorded);
+        }
+      for (guint i = 0; i < recorded->len && !seen; i++)
+        seen = g_array_index (recorded, MemresStream, i) == s;
       if (!seen)
-        g_array_append_val (entry->recorded, s);
+        g_array_append_val (recorded, s);
     }
   g_mutex_unlock (&shard->lock);
 }
