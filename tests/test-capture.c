@@ -1,6 +1,7 @@
 /* test-capture.c: what the kinds other than `graph` do with a stream that is capturing a CUDA
  * graph (docs/graph.md, "Every other kind"), against the fake (suite fake) and the real driver
- * (suite gpu): the arena refuses to allocate on it, as the pool kinds do; a wait for it
+ * (suite gpu): the arena refuses to allocate on it, as the pool kinds do, and so does a miss of
+ * the cache (before it gives idle blocks back to the upstream); a wait for it
  * (memres_cuda_stream_synchronize(), and so the close of memory that is not stream-ordered) is
  * refused before cuStreamSynchronize, which would invalidate the capture. Nothing is lost: the
  * refused close succeeds once the capture has ended. */
@@ -110,6 +111,56 @@ test_arena_refuses (void)
   fixture_clear (&f);
 }
 
+/* A miss of `cache` on a capturing stream is refused before it touches the upstream: it used to
+ * give the idle blocks back first, ordered on the capture (a free node of the graph), and the
+ * cache lost them when the driver refused. Over a pool kind and over vmm (whose own allocation
+ * a capture may make). */
+static void
+test_cache_miss_refused (gconstpointer data)
+{
+  const char *spec = data;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  MemresStats before;
+  long frees, unmaps;
+  Fixture f;
+
+  if (!fixture_init (&f))
+    return;
+  mr = mt_new_ok (spec);
+  /* an idle block of the largest class, cached for the stream */
+  buf = mt_alloc_ok (mr, 64 * MiB, (MemresStream) f.stream);
+  mt_close_ok (buf, (MemresStream) f.stream);
+  memres_buffer_unref (buf);
+  mt_sync_ok ((MemresStream) f.stream);
+  before = mt_stats_ok (mr);
+  g_assert_cmpuint (before.reserved_current, >=, 64 * MiB);
+
+  begin_capture (&f);
+  frees = mt_fake_call_count ("cuMemFreeAsync");
+  unmaps = mt_fake_call_count ("cuMemUnmap");
+  g_assert_null (memres_resource_allocate (mr, 1 * MiB, (MemresStream) f.stream, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  if (mt_driver_is_fake ())
+    {
+      g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync"), ==, frees);
+      g_assert_cmpint (mt_fake_call_count ("cuMemUnmap"), ==, unmaps);
+    }
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, before.reserved_current);
+  end_capture (&f);
+
+  buf = mt_alloc_ok (mr, 1 * MiB, (MemresStream) f.stream);
+  mt_close_ok (buf, (MemresStream) f.stream);
+  memres_buffer_unref (buf);
+  mt_sync_ok ((MemresStream) f.stream);
+  MT_CHECK (memres_resource_trim (mr, 0, &error));
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
+  memres_resource_unref (mr);
+  fixture_clear (&f);
+}
+
 /* memres_cuda_stream_synchronize() of a capturing stream: refused without cuStreamSynchronize,
  * the capture still valid; the legacy stream is waited for as before. */
 static void
@@ -171,6 +222,10 @@ main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
   g_test_add_func ("/capture/arena/refused", test_arena_refuses);
+  g_test_add_data_func ("/capture/cache/miss-refused-dmr", "cache>dmr:device=0",
+                        test_cache_miss_refused);
+  g_test_add_data_func ("/capture/cache/miss-refused-vmm", "cache>vmm:device=0",
+                        test_cache_miss_refused);
   g_test_add_func ("/capture/synchronize/refused", test_synchronize_refused);
   g_test_add_func ("/capture/vmm/close-refused", test_vmm_close_refused);
   return g_test_run ();

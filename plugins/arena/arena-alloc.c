@@ -244,27 +244,9 @@ allocate_large (Arena *self, gsize size, MemresStream stream, guint tag, MemresA
   return TRUE;
 }
 
-/* Refuses a stream that is capturing a graph, as the pool kinds do: the capture bakes the address
- * into every launch of the graph, while a close puts the memory back for the next allocation
- * (docs/arena.md, "Graph capture"). The legacy default stream cannot capture (the driver refuses
- * it) and is not asked; the others are asked with the device's primary context current (pushed
- * when none or another is: the per-thread default stream is the current context's). */
-static gboolean
-check_not_capturing (Arena *self, MemresStream stream, GError **error)
-{
-  gboolean pushed = FALSE, ok;
-
-  if (stream == NULL || stream == MEMRES_STREAM_LEGACY)
-    return TRUE;
-  if (!memres_cuda_push_context (self->device, &pushed, error))
-    return FALSE;
-  ok = memres_cuda_check_stream_not_capturing (stream, error);
-  memres_cuda_pop_context (pushed);
-  return ok;
-}
-
-/* Every allocation but a front hit: asks whether @stream captures first (a front hit makes no
- * driver call, as in the cache). */
+/* Every allocation but a front hit: a stream that is capturing a graph is refused first, as the
+ * pool kinds refuse it (cache_check_not_capturing(); docs/arena.md, "Graph capture"); a front hit
+ * makes no driver call, as in the cache. */
 G_GNUC_NO_INLINE
 static gboolean
 allocate_general (MemresResource *mr, gsize size, MemresStream stream, guint tag,
@@ -273,7 +255,7 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, guint tag
   Arena *self = memres_resource_get_private (mr);
   Front *f;
 
-  if (!check_not_capturing (self, stream, error))
+  if (!cache_check_not_capturing (&self->parts, stream, error))
     return FALSE;
   if (size > self->parts.max_block)
     {

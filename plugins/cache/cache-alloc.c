@@ -121,7 +121,10 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
   return TRUE;
 }
 
-/* An allocation for tag @tag (cache_tag_index(), 0 untagged): a block of that tag (Block.tag) */
+/* An allocation for tag @tag (cache_tag_index(), 0 untagged): a block of that tag (Block.tag).
+ * Every allocation but a front hit refuses a stream that is capturing a graph
+ * (cache_check_not_capturing()): a miss there gave idle blocks back to the upstream ordered on
+ * the capture, where a free node took them out of the cache's hands (docs/cache.md). */
 G_GNUC_NO_INLINE
 static gboolean
 allocate_general (MemresResource *mr, gsize size, MemresStream stream, guint tag,
@@ -130,6 +133,8 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, guint tag
   Cache *self = memres_resource_get_private (mr);
   Front *f;
 
+  if (!cache_check_not_capturing (&self->parts, stream, error))
+    return FALSE;
   if (G_UNLIKELY (cache_is_direct (self, alloc, size)))
     return direct_allocate (mr, self, size, stream, alloc, error);
   f = front_get_for (mr, &self->parts);

@@ -28,6 +28,27 @@ cache_context_push (CacheParts *self, gboolean *pushed, GError **error)
   return drv;
 }
 
+/* Refuses @stream while it captures a graph (memres_cuda_check_stream_not_capturing(), asked with
+ * the device's primary context current: the per-thread default stream is the current
+ * context's), for every allocation of the cache and the arena but a front hit: the graph keeps
+ * the address for each of its launches, while the block goes back for the next allocation after
+ * its close; and a miss would give idle blocks back to the upstream ordered on the capture
+ * (docs/cache.md, docs/arena.md). The legacy default stream cannot capture and is not asked;
+ * nor is any stream over memory that needs no events (streams are not used there). */
+gboolean
+cache_check_not_capturing (CacheParts *self, MemresStream stream, GError **error)
+{
+  gboolean pushed = FALSE, ok;
+
+  if (!self->events || stream == NULL || stream == MEMRES_STREAM_LEGACY)
+    return TRUE;
+  if (!memres_cuda_push_context (self->device, &pushed, error))
+    return FALSE;
+  ok = memres_cuda_check_stream_not_capturing (stream, error);
+  memres_cuda_pop_context (pushed);
+  return ok;
+}
+
 /* A new event recorded on @stream now. Lock held. */
 CacheEvent *
 cache_event_record (CacheParts *self, MemresStream stream, GError **error)

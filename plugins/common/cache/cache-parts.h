@@ -191,6 +191,7 @@ void cache_shared_put (CacheParts *self, Front *f, Block *b, MemresStream stream
 /* ---- shared bins and events (cache-bins.c) ---- */
 
 const MemresCudaDriver *cache_context_push (CacheParts *self, gboolean *pushed, GError **error);
+gboolean cache_check_not_capturing (CacheParts *self, MemresStream stream, GError **error);
 CacheEvent *cache_event_record (CacheParts *self, MemresStream stream, GError **error);
 void cache_event_unref (CacheParts *self, CacheEvent *e);
 gboolean cache_event_wait (CacheParts *self, CacheEvent *e, MemresStream stream, GError **error);
