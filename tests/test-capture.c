@@ -46,18 +46,14 @@ fixture_clear (Fixture *f)
 static void
 begin_capture (Fixture *f)
 {
-  CU_OK (f->drv->cuStreamBeginCapture (f->stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+  mt_capture_begin (f->stream);
 }
 
 /* Ends the capture, which must still be valid (a graph comes back), and destroys the graph. */
 static void
 end_capture (Fixture *f)
 {
-  CUgraph graph = NULL;
-
-  CU_OK (f->drv->cuStreamEndCapture (f->stream, &graph));
-  g_assert_nonnull (graph);
-  CU_OK (f->drv->cuGraphDestroy (graph));
+  CU_OK (f->drv->cuGraphDestroy (mt_capture_end (f->stream)));
 }
 
 /* The arena refuses a capturing stream for a request of each path (a class's first block, a

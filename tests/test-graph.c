@@ -65,17 +65,13 @@ fixture_clear (Fixture *f)
 static void
 begin_capture (Fixture *f)
 {
-  CU_OK (f->drv->cuStreamBeginCapture (f->stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+  mt_capture_begin (f->stream);
 }
 
 static CUgraph
 end_capture (Fixture *f)
 {
-  CUgraph graph = NULL;
-
-  CU_OK (f->drv->cuStreamEndCapture (f->stream, &graph));
-  g_assert_nonnull (graph);
-  return graph;
+  return mt_capture_end (f->stream);
 }
 
 /* Captures into @f's stream: allocate, fill with PATTERN, copy to the host buffer, and close

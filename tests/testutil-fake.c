@@ -686,6 +686,23 @@ mt_stream_free (CUstream stream)
 }
 
 void
+mt_capture_begin (CUstream stream)
+{
+  g_assert_cmpint (mt_driver ()->cuStreamBeginCapture (stream, CU_STREAM_CAPTURE_MODE_RELAXED), ==,
+                   CUDA_SUCCESS);
+}
+
+CUgraph
+mt_capture_end (CUstream stream)
+{
+  CUgraph graph = NULL;
+
+  g_assert_cmpint (mt_driver ()->cuStreamEndCapture (stream, &graph), ==, CUDA_SUCCESS);
+  g_assert_nonnull (graph);
+  return graph;
+}
+
+void
 mt_hazard_run (const MtHazard *h)
 {
   g_autoptr (MemresResource) mr = NULL;

@@ -158,6 +158,12 @@ void mt_hazard_run (const MtHazard *h);
 /* cuStreamSynchronize() and cuStreamDestroy() of @stream, asserted. */
 void mt_stream_free (CUstream stream);
 
+/* cuStreamBeginCapture(@stream) in relaxed mode, asserted; mt_capture_end() ends it with
+ * cuStreamEndCapture(), asserting a graph came back (the capture was not invalidated), and
+ * returns the graph (the caller's to destroy). */
+void mt_capture_begin (CUstream stream);
+CUgraph mt_capture_end (CUstream stream);
+
 /* Asserts every live count of the fake equals the one in @baseline (no-op on the real driver;
  * in the fake's asynchronous mode after every queue ran). */
 void mt_assert_fake_counts_equal (const FakeCudaCounts *baseline);
