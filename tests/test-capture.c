@@ -38,15 +38,8 @@ fixture_init (Fixture *f)
 static void
 fixture_clear (Fixture *f)
 {
-  CU_OK (f->drv->cuStreamSynchronize (f->stream));
-  CU_OK (f->drv->cuStreamDestroy (f->stream));
+  mt_stream_free (f->stream);
   mt_assert_fake_counts_equal (&f->base);
-}
-
-static void
-begin_capture (Fixture *f)
-{
-  mt_capture_begin (f->stream);
 }
 
 /* Ends the capture, which must still be valid (a graph comes back), and destroys the graph. */
@@ -69,7 +62,7 @@ test_arena_refuses (void)
   if (!fixture_init (&f))
     return;
   mr = mt_new_ok ("arena:device=0");
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
     {
       MemresBuffer *buf = memres_resource_allocate (mr, sizes[i], (MemresStream) f.stream, &error);
@@ -93,7 +86,7 @@ test_arena_refuses (void)
     }
   g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
   /* the legacy stream cannot capture and is not asked: it allocates while the other captures */
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   {
     MemresBuffer *buf = memres_resource_allocate (mr, 64 * MiB, NULL, &error);
 
@@ -133,7 +126,7 @@ test_cache_miss_refused (gconstpointer data)
   before = mt_stats_ok (mr);
   g_assert_cmpuint (before.reserved_current, >=, 64 * MiB);
 
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   frees = mt_fake_call_count ("cuMemFreeAsync");
   unmaps = mt_fake_call_count ("cuMemUnmap");
   g_assert_null (memres_resource_allocate (mr, 1 * MiB, (MemresStream) f.stream, &error));
@@ -168,7 +161,7 @@ test_synchronize_refused (void)
 
   if (!fixture_init (&f))
     return;
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   syncs = mt_fake_call_count ("cuStreamSynchronize");
   g_assert_false (memres_cuda_stream_synchronize (0, (MemresStream) f.stream, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
@@ -196,7 +189,7 @@ test_vmm_close_refused (void)
   mr = mt_new_ok ("vmm:device=0");
   buf = memres_resource_allocate (mr, 2 * MiB, (MemresStream) f.stream, &error);
   g_assert_no_error (error);
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   g_assert_false (memres_buffer_close (buf, (MemresStream) f.stream, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_assert_nonnull (strstr (error->message, "capturing a graph"));

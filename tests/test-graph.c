@@ -62,18 +62,6 @@ fixture_clear (Fixture *f)
   mt_assert_fake_counts_equal (&f->base);
 }
 
-static void
-begin_capture (Fixture *f)
-{
-  mt_capture_begin (f->stream);
-}
-
-static CUgraph
-end_capture (Fixture *f)
-{
-  return mt_capture_end (f->stream);
-}
-
 /* Captures into @f's stream: allocate, fill with PATTERN, copy to the host buffer, and close
  * the buffer there (a free node) when @free_in_graph; returns the buffer (closed or not). */
 static MemresBuffer *
@@ -122,11 +110,11 @@ test_capture_launch (void)
 
   if (!fixture_init (&f, 4 * MiB))
     return;
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   buf = capture_fill_copy (&f, TRUE);
   g_assert_true (memres_buffer_is_closed (buf));
   memres_buffer_unref (buf);
-  graph = end_capture (&f);
+  graph = mt_capture_end (f.stream);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
 
   for (int i = 0; i < 3; i++)
@@ -180,8 +168,8 @@ test_not_capturing (void)
   g_clear_error (&error);
 
   /* a capture that ended no longer allocates */
-  begin_capture (&f);
-  CU_OK (f.drv->cuGraphDestroy (end_capture (&f)));
+  mt_capture_begin (f.stream);
+  CU_OK (f.drv->cuGraphDestroy (mt_capture_end (f.stream)));
   buf = memres_resource_allocate (f.mr, f.size, f.stream, &error);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_assert_null (buf);
@@ -201,10 +189,10 @@ test_trim_after_destroy (void)
 
   if (!fixture_init (&f, 8 * MiB))
     return;
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   buf = capture_fill_copy (&f, TRUE);
   memres_buffer_unref (buf);
-  graph = end_capture (&f);
+  graph = mt_capture_end (f.stream);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
   launch_and_check (&f, exec);
   s = mt_stats_ok (f.mr);
@@ -250,10 +238,10 @@ test_outlives_graph (void)
 
   /* Without auto-free: one launch, the buffer is read after it, a second launch is refused
    * while the first launch's allocation is live, then the buffer is freed. */
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   buf = capture_fill_copy (&f, FALSE);
   g_assert_false (memres_buffer_is_closed (buf));
-  graph = end_capture (&f);
+  graph = mt_capture_end (f.stream);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
   launch_and_check (&f, exec);
   MT_CHECK (memres_buffer_read (buf, f.size - sizeof back, back, sizeof back, f.stream, &error));
@@ -271,9 +259,9 @@ test_outlives_graph (void)
 
   /* With auto-free on launch: every relaunch frees the previous launch's allocation; the
    * buffer is closed once, after the last launch. */
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   buf = capture_fill_copy (&f, FALSE);
-  graph = end_capture (&f);
+  graph = mt_capture_end (f.stream);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph,
                                              CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
   for (int i = 0; i < 3; i++)
@@ -308,7 +296,7 @@ test_double_free (void)
 
   if (!fixture_init (&f, 256 * KiB))
     return;
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   if (mt_driver_is_fake ())
     frees = mt_fake_call_count ("cuMemFreeAsync");
   buf = capture_fill_copy (&f, TRUE);
@@ -326,7 +314,7 @@ test_double_free (void)
   memres_buffer_unref (dropped);
   if (mt_driver_is_fake ())
     g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync"), ==, frees + 2);
-  graph = end_capture (&f);
+  graph = mt_capture_end (f.stream);
 
   /* freed in the graph: every launch allocates and frees both, nothing stays live */
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
@@ -361,11 +349,11 @@ test_double_free_driver (void)
     return;
   if (!fixture_init (&f, 64 * KiB))
     return;
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   CU_OK (f.drv->cuMemAllocAsync (&ptr, f.size, f.stream));
   CU_OK (f.drv->cuMemFreeAsync (ptr, f.stream));
   g_assert_cmpint (f.drv->cuMemFreeAsync (ptr, f.stream), ==, CUDA_ERROR_INVALID_VALUE);
-  graph = end_capture (&f);
+  graph = mt_capture_end (f.stream);
   /* freed in its graph: never outside it */
   g_assert_cmpint (f.drv->cuMemFreeAsync (ptr, f.stream), ==, CUDA_ERROR_INVALID_VALUE);
   CU_OK (f.drv->cuGraphDestroy (graph));
@@ -385,13 +373,13 @@ test_freed_by_other_graph (void)
 
   if (!fixture_init (&f, 512 * KiB))
     return;
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   buf = capture_fill_copy (&f, FALSE);
-  alloc_graph = end_capture (&f);
-  begin_capture (&f);
+  alloc_graph = mt_capture_end (f.stream);
+  mt_capture_begin (f.stream);
   MT_CHECK (memres_buffer_close (buf, f.stream, &error)); /* the other graph's free node */
   memres_buffer_unref (buf);
-  free_graph = end_capture (&f);
+  free_graph = mt_capture_end (f.stream);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&alloc_exec, alloc_graph, 0));
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&free_exec, free_graph, 0));
   for (int i = 0; i < 2; i++)
@@ -421,10 +409,10 @@ test_one_exec_per_graph (void)
 
   if (!fixture_init (&f, 64 * KiB))
     return;
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   buf = capture_fill_copy (&f, TRUE);
   memres_buffer_unref (buf);
-  graph = end_capture (&f);
+  graph = mt_capture_end (f.stream);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
   g_assert_cmpint (f.drv->cuGraphInstantiateWithFlags (&second, graph, 0), !=, CUDA_SUCCESS);
   CU_OK (f.drv->cuGraphExecDestroy (exec));
@@ -477,10 +465,10 @@ test_thread_without_context (void)
 
   if (!fixture_init (&f, 64 * KiB))
     return;
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   g_thread_join (g_thread_new ("no-context", allocate_in_thread, &job));
   g_assert_true (job.done);
-  graph = end_capture (&f);
+  graph = mt_capture_end (f.stream);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
   CU_OK (f.drv->cuGraphLaunch (exec, f.stream));
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
@@ -506,10 +494,10 @@ test_equal_resources (void)
   other = mt_new_ok ("graph");
   g_assert_cmpint (memres_resource_get_device (other), ==, memres_resource_get_device (f.mr));
   g_assert_cmpint (memres_resource_get_flags (other), ==, memres_resource_get_flags (f.mr));
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   buf = capture_fill_copy (&f, TRUE);
   memres_buffer_unref (buf);
-  graph = end_capture (&f);
+  graph = mt_capture_end (f.stream);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
   launch_and_check (&f, exec);
   a = mt_stats_ok (f.mr);
@@ -611,11 +599,11 @@ test_fault_sweep (void)
     return;
   sd.mr = f.mr;
   sd.stream = f.stream;
-  begin_capture (&f);
+  mt_capture_begin (f.stream);
   g_assert_cmpint (mt_fault_sweep ("allocate in a capture", mt_op_allocate, undo_capture_allocate,
                                    &sd, CUDA_ERROR_OUT_OF_MEMORY, NULL),
                    >=, 2);
-  CU_OK (f.drv->cuGraphDestroy (end_capture (&f)));
+  CU_OK (f.drv->cuGraphDestroy (mt_capture_end (f.stream)));
   g_assert_cmpint (mt_fault_sweep ("stats", op_stats, NULL, &sd, CUDA_ERROR_INVALID_VALUE, NULL),
                    ==, 4);
   g_assert_cmpint (mt_fault_sweep ("reset", op_reset, NULL, &sd, CUDA_ERROR_INVALID_VALUE, NULL),
