@@ -28,10 +28,9 @@ fixture_init (Fixture *f)
   if (!mt_require_devices (1))
     return FALSE;
   mt_counts_snapshot (&f->base);
-  f->drv = memres_cuda_get_driver (&error);
-  g_assert_no_error (error);
   MT_CHECK (memres_cuda_ensure_context (0, &error));
-  CU_OK (f->drv->cuStreamCreate (&f->stream, CU_STREAM_NON_BLOCKING));
+  f->drv = memres_cuda_get_driver (NULL);
+  f->stream = mt_stream_new_on (0);
   return TRUE;
 }
 
