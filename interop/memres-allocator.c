@@ -9,6 +9,7 @@
 
 #include <memres/memres-plugin.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,41 @@ shard_for (gconstpointer ptr)
   h ^= h >> 31;
   h *= G_GUINT64_CONSTANT (0x9e3779b97f4a7c15);
   return &shards[h >> (64 - 6)];
+}
+
+/* fork(): another thread of the parent may hold a shard's lock (or a device's, while it makes the
+ * resource) at the fork, and the child, which has only the forking thread, would wait for it
+ * forever at its first free of an inherited pointer (helper-128: 95-117 children of 300 hung
+ * with four threads allocating). So the forking thread takes every lock first and releases them
+ * in the parent and the child, as libmemres does with its own (core/fork.c). These handlers are
+ * registered after libmemres's (the shim is loaded after the library it links), so their prepare
+ * runs before libmemres's: a thread making a device's resource under its lock can still take
+ * the core's locks and finish. Each lock here is held only around table operations or the
+ * making of one resource. */
+static void
+on_prepare (void)
+{
+  for (guint d = 0; d < MEMRES_ALLOCATOR_MAX_DEVICES; d++)
+    g_mutex_lock (&devices[d].lock);
+  for (guint i = 0; i < N_SHARDS; i++)
+    g_mutex_lock (&shards[i].lock);
+}
+
+static void
+on_after (void)
+{
+  for (guint i = N_SHARDS; i-- > 0;)
+    g_mutex_unlock (&shards[i].lock);
+  for (guint d = MEMRES_ALLOCATOR_MAX_DEVICES; d-- > 0;)
+    g_mutex_unlock (&devices[d].lock);
+}
+
+/* When the library is loaded (a dlclose() removes the handlers: glibc registers them with the
+ * library's handle). */
+__attribute__ ((constructor)) static void
+fork_register (void)
+{
+  pthread_atfork (on_prepare, on_after, on_after);
 }
 
 /* Logs @error with g_warning() the first time @flag is raised, with g_debug() afterwards. */
