@@ -25,9 +25,9 @@ temp_path (const char *name)
 /* ---- log ---- */
 
 /* The log's file: a FIFO (whose open would wait for a reader), a directory, a path in a
- * missing directory or under a regular file is refused at once, GLib's file error with the
- * system's code, kept under the stack's "layer N of M" prefix; append=true adds lines after one
- * header. */
+ * missing directory or under a regular file, a symbolic link to nothing is refused at once, GLib's
+ * file error with the system's code, kept under the stack's "layer N of M" prefix; append=true adds
+ * lines after one header. */
 static void
 test_log_odd_paths (void)
 {
@@ -36,9 +36,11 @@ test_log_odd_paths (void)
   g_autofree char *file = temp_path ("log-append.csv");
   g_autofree char *missing = temp_path ("log-nonexistent-dir/x.csv");
   g_autofree char *under_file = g_build_filename (file, "x.csv", NULL);
-  const char *const refused[] = { fifo, dir, missing, under_file };
-  const gint codes[]
-      = { G_FILE_ERROR_NXIO, G_FILE_ERROR_ISDIR, G_FILE_ERROR_NOENT, G_FILE_ERROR_NOTDIR };
+  g_autofree char *dangling = temp_path ("log-dangling.csv");
+  g_autofree char *nothing = temp_path ("log-dangling-target.csv");
+  const char *const refused[] = { fifo, dir, missing, under_file, dangling };
+  const gint codes[] = { G_FILE_ERROR_NXIO, G_FILE_ERROR_ISDIR, G_FILE_ERROR_NOENT,
+                         G_FILE_ERROR_NOTDIR, G_FILE_ERROR_NOENT };
   g_autofree char *text = NULL;
   g_auto (GStrv) lines = NULL;
   g_autofree char *spec = NULL;
@@ -47,6 +49,8 @@ test_log_odd_paths (void)
   g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
   g_assert_cmpint (g_mkdir (dir, 0700), ==, 0);
   g_assert_true (g_file_set_contents (file, "", -1, NULL));
+  /* a symbolic link to nothing: refused, and the file it names not created */
+  g_assert_cmpint (symlink (nothing, dangling), ==, 0);
   for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
     {
       g_autofree char *bad = g_strdup_printf ("log:path=%s>host", refused[i]);
@@ -84,6 +88,8 @@ test_log_odd_paths (void)
   g_remove (fifo);
   g_rmdir (dir);
   g_remove (file);
+  g_assert_false (g_file_test (nothing, G_FILE_TEST_EXISTS));
+  g_remove (dangling);
 }
 
 /* append=true onto a file of other columns (a log of other options, or not a log at all) is

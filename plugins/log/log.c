@@ -224,20 +224,33 @@ append_fits (const struct stat *st, const char *path, const char *header, GError
 static int
 open_log (const char *path, gboolean append, const char *header, gboolean *empty, GError **error)
 {
-  int fd = open (path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (append ? O_APPEND : 0), 0666);
+  int flags = O_WRONLY | O_CLOEXEC | O_NONBLOCK | (append ? O_APPEND : 0);
+  int fd = open (path, flags);
+  gboolean dangling = FALSE;
   struct stat st;
 
+  /* a missing file is created, never through a symbolic link to nothing (O_EXCL does not follow
+   * one): such a link is refused, as sdk/file-writer.c refuses it, rather than have the log
+   * create whatever file it names; EEXIST for a regular file is one made meanwhile */
+  if (fd < 0 && errno == ENOENT)
+    fd = open (path, flags | O_CREAT | O_EXCL, 0666);
+  if (fd < 0 && errno == EEXIST)
+    {
+      fd = open (path, flags);
+      dangling = fd < 0 && errno == ENOENT;
+    }
   if (fd < 0)
     {
       int saved = errno;
 
       /* a file that cannot be opened (a missing directory, a component that is not one, a
-       * directory itself, a FIFO without a reader, no permission): GLib's file domain, the
-       * code of the system's error */
+       * directory itself, a FIFO without a reader, a link to nothing, no permission): GLib's
+       * file domain, the code of the system's error */
       g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved),
                    "kind \"log\": cannot open \"%s\": %s%s", path, g_strerror (saved),
                    saved == ENXIO ? " (a FIFO without a reader, or a device that is not there: the "
                                     "log must be a regular file or a character device)"
+                   : dangling     ? " (a symbolic link to nothing: refused, to leave it as it is)"
                                   : "");
       return -1;
     }
