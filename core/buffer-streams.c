@@ -9,17 +9,6 @@ is_legacy (MemresStream stream)
   return stream == NULL || stream == MEMRES_STREAM_LEGACY;
 }
 
-/* Whether @stream is being captured into a graph (the legacy stream never is). */
-static gboolean
-is_capturing (const MemresCudaDriver *drv, MemresStream stream)
-{
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-
-  return !_memres_stream_is_default (stream) && drv->cuStreamIsCapturing != NULL
-         && drv->cuStreamIsCapturing ((CUstream) stream, &status) == CUDA_SUCCESS
-         && status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 gboolean
 _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **error)
 {
@@ -36,7 +25,8 @@ _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **err
     return TRUE;
   /* Inside a stream capture the graph's own dependencies order a free node: an event recorded
    * outside the capture cannot join it (nor one recorded in it be waited for outside). */
-  if (drv != NULL && (is_capturing (drv, stream) || is_capturing (drv, last)))
+  if (drv != NULL
+      && (_memres_stream_is_capturing (drv, stream) || _memres_stream_is_capturing (drv, last)))
     return TRUE;
   /* The event belongs to the context of the stream it is recorded on. One is kept per resource
    * for the next cross-stream close (a wait takes the record as it is when the wait is queued, so

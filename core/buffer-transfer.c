@@ -343,8 +343,9 @@ memres_buffer_write (MemresBuffer *buf, gsize offset, gconstpointer src, gsize n
  * device 0's primary context is made current first when no context is
  * (memres_cuda_ensure_context()). Where no CUDA driver loads, or the driver reports no device,
  * synchronizing a default stream succeeds at once (no device work can be pending), so that code
- * written for a GPU also runs on host memory.
- * Thread-safe.
+ * written for a GPU also runs on host memory. Buffers whose last reference went while their
+ * stream was capturing a graph are closed first when their capture has ended (see
+ * memres_buffer_unref()). Thread-safe.
  *
  * Errors: %MEMRES_ERROR_NO_DRIVER (a stream of its own, but no driver); %MEMRES_CUDA_ERROR.
  *
@@ -362,6 +363,7 @@ memres_stream_synchronize (MemresStream stream, GError **error)
    * cuda_stream_per_thread) */
   gboolean is_default = _memres_stream_is_default (stream);
 
+  _memres_buffer_deferred_flush ();
   /* Without a driver no device work can be pending: waiting on a default stream is then a
    * no-op, so that code written for a GPU also runs where memres falls back to host memory. */
   if (is_default)

@@ -691,6 +691,7 @@ buffer_unref_general (MemresBuffer *buf)
 {
   gboolean kept = FALSE;
 
+  _memres_buffer_deferred_flush ();
   /* The only reference: nobody else can change the count, so no locked decrement is needed
    * (the allocate+close pair is the hot path). */
   if (g_atomic_int_get (&buf->ref) != 1)
@@ -710,9 +711,15 @@ buffer_unref_general (MemresBuffer *buf)
 
       if (!buffer_release (buf, buf->dealloc_stream, MEMRES_CLOSE_DEFAULT, &error))
         {
-          gboolean deinitialized
-              = g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED);
+          gboolean deinitialized;
 
+          /* refused while its stream captures a graph: closed after the capture ends */
+          if (_memres_buffer_defer_close (buf, error, memres_buffer_unref))
+            {
+              g_error_free (error);
+              return;
+            }
+          deinitialized = g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED);
           memres_cuda_warn_release_failure (
               error, "Closing a buffer of %" G_GSIZE_FORMAT " bytes failed", buf->alloc.size);
           g_clear_error (&error);
@@ -757,6 +764,19 @@ buffer_unref_general (MemresBuffer *buf)
  * silent for `CUDA_ERROR_DEINITIALIZED`, which the driver returns while the process exits), and
  * then, since nobody can close the buffer again, it is freed on the legacy stream after all work
  * of its device's primary context (cuCtxSynchronize()) is done. Thread-safe.
+ *
+ * The one exception is memory that is not stream-ordered (vmm, `pinned:mode=legacy`,
+ * `managed:pool=none`, or a stack on them) whose deallocation stream is capturing a graph
+ * (cuStreamIsCapturing()): its free must wait for the stream, which the capture forbids
+ * (memres_cuda_stream_synchronize() refuses it; cuCtxSynchronize() would fail with
+ * `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`). Since 2.0 such a buffer is neither leaked nor
+ * warned about: memres keeps it, still counted as allocated, and closes it on its deallocation
+ * stream at the first of these calls, from any thread, that finds the stream's capture ended:
+ * memres_buffer_unref() of a buffer that is open or shared, the close of any memory that is not
+ * stream-ordered, memres_resource_trim(), memres_resource_unref() and
+ * memres_stream_synchronize(). Its resource stays alive until then. The stream must still exist
+ * when that happens (as for any close). Before 2.0 the close failed and the buffer leaked with a
+ * warning.
  *
  * Since: 1.0
  */

@@ -32,6 +32,29 @@ gboolean _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GEr
 /* buffer-streams.c: waits for all work of the primary context of @buf's device
  * (cuCtxSynchronize()); FALSE when it cannot. */
 gboolean _memres_buffer_wait_device (MemresBuffer *buf);
+/* buffer-deferred.c: whether @stream is capturing a graph (cuStreamIsCapturing(): active, or
+ * invalidated and not yet ended); the legacy stream, which cannot capture, is not asked, and a
+ * failing query says no. */
+gboolean _memres_stream_is_capturing (const MemresCudaDriver *drv, MemresStream stream);
+
+/* buffer-deferred.c (see there): _memres_buffer_defer_close() takes @buf, open and held by the
+ * caller's last reference, whose close on its deallocation stream failed with @error, into the
+ * list of buffers closed once their stream's capture has ended, when that is why it failed
+ * (MEMRES_ERROR_NOT_SUPPORTED, the stream capturing): TRUE then, the reference the list's, which
+ * @unref (memres_buffer_unref()) drops once the capture has ended.
+ * _memres_buffer_deferred_flush(): the memres calls that may close them check the list (one
+ * relaxed load while it is empty). */
+extern gint _memres_deferred_closes_;
+gboolean _memres_buffer_defer_close (MemresBuffer *buf, const GError *error,
+                                     void (*unref) (MemresBuffer *buf));
+void _memres_buffer_deferred_flush_slow (void);
+
+static inline void
+_memres_buffer_deferred_flush (void)
+{
+  if (G_UNLIKELY (__atomic_load_n (&_memres_deferred_closes_, __ATOMIC_RELAXED) != 0))
+    _memres_buffer_deferred_flush_slow ();
+}
 
 /* memres_cuda_push_stream_context() (cuda-helpers.c) with the driver kept in @t->drv, for
  * the core's callers (transfers, the cross-stream close, IPC close ordering);

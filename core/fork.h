@@ -44,6 +44,7 @@ typedef enum
   MEMRES_FORK_TAGS,       /* the interned tags and the defaults (tags.c) */
   MEMRES_FORK_REPORTS,    /* the last out-of-memory reports (oom-report.c) */
   MEMRES_FORK_SEGMENTS,   /* segments.c */
+  MEMRES_FORK_DEFERRED,   /* the buffers waiting for a capture's end (buffer-deferred.c) */
   MEMRES_FORK_CONTEXTS,   /* the primary contexts (cuda-driver.c) */
   MEMRES_FORK_N_PARTS
 } MemresForkPart;

@@ -149,6 +149,7 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
   GError *local = NULL;
 
   g_return_val_if_fail (mr != NULL, FALSE);
+  _memres_buffer_deferred_flush ();
   if (!_memres_resource_check_usable (mr, "trimming", error))
     return FALSE;
 

@@ -423,6 +423,8 @@ memres_resource_unref (MemresResource *mr)
 {
   g_return_if_fail (mr != NULL);
 
+  /* a buffer waiting for a capture's end may hold the last reference but this one */
+  _memres_buffer_deferred_flush ();
   if (__atomic_sub_fetch (&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_ACQ_REL) == 0)
     resource_last_ref (mr);
 }

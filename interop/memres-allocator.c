@@ -352,9 +352,13 @@ release (void *ptr, int device, MemresStream stream)
       wait_for_recorded (dev, stream, recorded);
       g_array_unref (recorded);
     }
-  /* CUDA_ERROR_DEINITIALIZED: the process exits and the driver is gone (torch frees late) */
+  /* CUDA_ERROR_DEINITIALIZED: the process exits and the driver is gone (torch frees late);
+   * MEMRES_ERROR_NOT_SUPPORTED: memory that is not stream-ordered, freed on a stream that is
+   * capturing a graph: the unref below keeps it until the capture has ended (memres_buffer_unref())
+   */
   if (!memres_buffer_close (buf, stream, &error)
-      && !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
+      && !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED)
+      && !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
     {
       log_once (&close_failure_logged, "free", error);
       /* The stream may be gone: torch frees on the allocation's stream, which its owner (an
@@ -486,7 +490,9 @@ memres_torch_alloc_throws (void)
  * the streams memres_torch_record_stream() recorded for it, and closes it on @stream (dmr:
  * cuMemFreeAsync()). A pointer that was not allocated here, or is freed already, is logged
  * once and otherwise ignored; so is a failing close (except `CUDA_ERROR_DEINITIALIZED`, which
- * the driver returns while the process exits, and is not logged), after which a close that
+ * the driver returns while the process exits, and %MEMRES_ERROR_NOT_SUPPORTED for memory that is
+ * not stream-ordered freed on a stream that is capturing a graph, which memres frees once the
+ * capture has ended: see memres_buffer_unref(); neither is logged), after which a close that
  * failed in the driver (@stream destroyed already, where the driver says so rather than crash)
  * is done again on the legacy stream after all of the device's work (cuCtxSynchronize()), so
  * that the memory goes back without a warning per tensor. In the child of a fork()

@@ -1038,6 +1038,54 @@ test_capture (void)
   g_assert_cmpint (drv->cuStreamDestroy (s), ==, CUDA_SUCCESS);
 }
 
+/* A free during a capture of memory that is not stream-ordered (@data: device 0's spec): its
+ * close would wait for the capturing stream, which the capture forbids. Not logged: memres keeps
+ * the buffer (counted as used, no longer in the shim's table) and frees it at the first memres
+ * call after the capture ends (here memres_stream_synchronize()). It used to log the refused
+ * close, warn at the unref and leak the memory. */
+static void
+test_free_in_capture (gconstpointer data)
+{
+  const MemresCudaDriver *drv = NULL;
+  CUstream s = NULL;
+  CUgraph graph = NULL;
+  MemresResource *mr;
+  void *p;
+
+  if (!g_test_subprocess ())
+    {
+      if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+        g_test_skip ("needs the driver (suite fake or gpu)");
+      else if (mt_require_devices (1))
+        {
+          g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+          g_test_trap_assert_passed ();
+        }
+      return;
+    }
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE_0", data, TRUE);
+  child_setup ();
+  if (!require_driver_stream (&drv, &s))
+    return;
+  mr = shim.get_resource (0);
+  p = shim.torch_alloc (2 << 20, 0, s);
+  g_assert_nonnull (p);
+  g_assert_cmpint (drv->cuStreamBeginCapture (s, CU_STREAM_CAPTURE_MODE_RELAXED), ==, CUDA_SUCCESS);
+  shim.torch_free (p, 2 << 20, 0, s);
+  assert_new_warning (NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 2 << 20);
+  g_assert_cmpint (drv->cuStreamEndCapture (s, &graph), ==, CUDA_SUCCESS);
+  if (graph != NULL)
+    g_assert_cmpint (drv->cuGraphDestroy (graph), ==, CUDA_SUCCESS);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 2 << 20);
+  mt_sync_ok ((MemresStream) s);
+  assert_new_warning (NULL);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 0);
+  g_assert_cmpuint (stats_of (mr).n_buffers, ==, 0);
+  g_assert_cmpint (drv->cuStreamDestroy (s), ==, CUDA_SUCCESS);
+}
+
 /* Several devices from several threads, as torch's autograd and data-loader threads allocate:
  * each device's own resource (of that device), allocations of devices 0 and 1 freed in other
  * threads with the other device's ordinal given to free (the buffer knows its own), the counts
@@ -1340,6 +1388,9 @@ main (int argc, char **argv)
   g_test_add_data_func ("/allocator/free-destroyed-stream/dmr", "dmr:device=0",
                         test_free_destroyed_stream);
   g_test_add_func ("/allocator/capture", test_capture);
+  g_test_add_data_func ("/allocator/free-in-capture/vmm", "vmm:device=0", test_free_in_capture);
+  g_test_add_data_func ("/allocator/free-in-capture/pinned-legacy", "pinned:device=0,mode=legacy",
+                        test_free_in_capture);
   g_test_add_func ("/allocator/devices", test_devices);
   return g_test_run ();
 }
