@@ -1052,20 +1052,9 @@ test_free_in_capture (gconstpointer data)
   MemresResource *mr;
   void *p;
 
-  if (!g_test_subprocess ())
-    {
-      if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
-        g_test_skip ("needs the driver (suite fake or gpu)");
-      else if (mt_require_devices (1))
-        {
-          g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
-          g_test_trap_assert_passed ();
-        }
-      return;
-    }
-  g_setenv ("MEMRES_ALLOCATOR_RESOURCE_0", data, TRUE);
-  child_setup ();
-  if (!require_driver_stream (&drv, &s))
+  if (g_test_subprocess ())
+    g_setenv ("MEMRES_ALLOCATOR_RESOURCE_0", data, TRUE);
+  if (!in_driver_child () || !require_driver_stream (&drv, &s))
     return;
   mr = shim.get_resource (0);
   p = shim.torch_alloc (2 << 20, 0, s);

@@ -241,21 +241,29 @@ test_unref_deferred (gconstpointer data)
   fixture_clear (&f);
 }
 
+/* A vmm resource whose buffer of @size bytes, allocated on @f's stream, lost its last reference
+ * during a capture of that stream, which goes on. */
+static MemresResource *
+deferred_buffer_new (Fixture *f, gsize size)
+{
+  MemresResource *mr = mt_new_ok ("vmm:device=0");
+
+  mt_capture_begin (f->stream);
+  memres_buffer_unref (mt_alloc_ok (mr, size, (MemresStream) f->stream));
+  return mr;
+}
+
 /* The resource's last application reference goes while its buffer waits for the capture's end:
  * the buffer keeps it alive, and the first memres call after the capture frees both (the fake's
  * counts: every handle and mapping given back). */
 static void
 test_unref_deferred_resource (void)
 {
-  MemresResource *mr;
   Fixture f;
 
   if (!fixture_init (&f))
     return;
-  mr = mt_new_ok ("vmm:device=0");
-  mt_capture_begin (f.stream);
-  memres_buffer_unref (mt_alloc_ok (mr, 4 * MiB, (MemresStream) f.stream));
-  memres_resource_unref (mr);
+  memres_resource_unref (deferred_buffer_new (&f, 4 * MiB));
   end_capture (&f);
   mt_sync_ok ((MemresStream) f.stream); /* memres_stream_synchronize(): a flush point */
   fixture_clear (&f);
@@ -271,9 +279,7 @@ test_unref_deferred_recapture (void)
 
   if (!fixture_init (&f))
     return;
-  mr = mt_new_ok ("vmm:device=0");
-  mt_capture_begin (f.stream);
-  memres_buffer_unref (mt_alloc_ok (mr, 2 * MiB, (MemresStream) f.stream));
+  mr = deferred_buffer_new (&f, 2 * MiB);
   end_capture (&f);
   mt_capture_begin (f.stream);
   poke_deferred ();
