@@ -9,11 +9,15 @@
  * unref has nobody to report to, and waiting for the whole device instead (its fallback for a
  * dead stream) is refused during a capture as well (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). So
  * such a buffer waits here, held by this list, until a later memres call finds its stream no
- * longer capturing, and is closed then as its last unref would have closed it. Those calls
- * (_memres_buffer_deferred_flush()): memres_buffer_unref() of an open or shared buffer, the
- * wait before any free of memory that is not stream-ordered, memres_resource_trim(),
- * memres_resource_unref() and memres_stream_synchronize(). Each costs one relaxed load while
- * nothing waits. */
+ * longer capturing, and is closed then as its last unref would have closed it.
+ *
+ * The calls that look (_memres_buffer_deferred_flush()) are entry points that hold nothing: no
+ * lock, no slot call under way (a close inside a layer's slot, which may hold the layer's lock,
+ * could wait for that lock forever). memres_buffer_unref() of an open or shared buffer, the
+ * close of a shared buffer or on another stream, memres_resource_trim(), memres_resource_unref(),
+ * memres_stream_synchronize(), and an allocation that failed (buffer.c tries it again when
+ * something was freed). Each costs one relaxed load while nothing waits; while buffers wait, one
+ * cuStreamIsCapturing() per stream they wait on. */
 #include "memres-private.h"
 
 gint _memres_deferred_closes_ = 0;
@@ -23,6 +27,9 @@ gint _memres_deferred_closes_ = 0;
 static void (*unref_again) (MemresBuffer *buf);
 static GMutex lock;        /* a leaf: held for the array's changes only */
 static GPtrArray *waiting; /* MemresBuffer: open, its one reference this list's */
+/* this thread is closing the buffers of a flush: a flush inside one of those closes (their
+ * unref, their resource's last reference) looks no further */
+static __thread gboolean flushing;
 
 gboolean
 _memres_stream_is_capturing (const MemresCudaDriver *drv, MemresStream stream)
@@ -75,12 +82,26 @@ waiting_add (MemresBuffer *buf)
   g_mutex_unlock (&lock);
 }
 
+/* Whether @error says that the close waited for a stream that captures: memres's refusal
+ * (memres_cuda_stream_synchronize()), or the driver's when the capture began between that check
+ * and the wait. Judged from the error alone: asking the stream again could find the capture
+ * just ended, and the fallback of the last unref, a wait for the whole device, then fails if
+ * another capture has begun. A buffer taken in wrongly costs a later look, nothing more. */
+static gboolean
+refused_for_capture (const GError *error)
+{
+  return g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED)
+         || g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+         || g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+}
+
 gboolean
 _memres_buffer_defer_close (MemresBuffer *buf, const GError *error,
                             void (*unref) (MemresBuffer *buf))
 {
-  if (!g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED) || buf->mr == NULL
-      || !deallocation_stream_capturing (buf))
+  if (buf->mr == NULL || buf->ipc_mapping != NULL || !refused_for_capture (error)
+      || (buf->flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED))
+             != MEMRES_MEMORY_DEVICE_ACCESSIBLE)
     return FALSE;
   g_debug ("A buffer of %" G_GSIZE_FORMAT " bytes lost its last reference while its stream %p "
            "was capturing a graph: it is freed after the capture ends",
@@ -92,27 +113,60 @@ _memres_buffer_defer_close (MemresBuffer *buf, const GError *error,
   return TRUE;
 }
 
-void
+/* The index in @streams (and @capturing, the answers) of @buf's deallocation stream, asked once
+ * a flush. */
+static gboolean
+stream_capturing (GArray *streams, GArray *capturing, MemresBuffer *buf)
+{
+  gboolean answer;
+
+  for (guint i = 0; i < streams->len; i++)
+    if (g_array_index (streams, MemresStream, i) == buf->dealloc_stream)
+      return g_array_index (capturing, gboolean, i);
+  answer = deallocation_stream_capturing (buf);
+  g_array_append_val (streams, buf->dealloc_stream);
+  g_array_append_val (capturing, answer);
+  return answer;
+}
+
+guint
 _memres_buffer_deferred_flush_slow (void)
 {
+  const MemresAllocation *call_record = _memres_thread.call_record;
+  GArray *streams, *capturing;
   GPtrArray *ready;
+  guint closed = 0;
 
+  if (flushing)
+    return 0;
   g_mutex_lock (&lock);
   ready = g_steal_pointer (&waiting);
   g_atomic_int_set (&_memres_deferred_closes_, 0);
   g_mutex_unlock (&lock);
   if (ready == NULL)
-    return;
+    return 0;
+  flushing = TRUE;
+  streams = g_array_new (FALSE, FALSE, sizeof (MemresStream));
+  capturing = g_array_new (FALSE, FALSE, sizeof (gboolean));
   for (guint i = 0; i < ready->len; i++)
     {
       MemresBuffer *buf = g_ptr_array_index (ready, i);
 
       /* still capturing: back in the list; else its last unref again, which closes it (or, when
-       * its stream captures again by then, hands it back to the list) */
-      if (deallocation_stream_capturing (buf))
+       * its stream captures again by now, hands it back to the list) */
+      if (stream_capturing (streams, capturing, buf))
         waiting_add (buf);
       else
-        g_atomic_pointer_get (&unref_again) (buf);
+        {
+          g_atomic_pointer_get (&unref_again) (buf);
+          closed++;
+        }
     }
+  g_array_unref (capturing);
+  g_array_unref (streams);
   g_ptr_array_unref (ready);
+  flushing = FALSE;
+  /* a tagged buffer's record, when a caller looked from inside its call (tags.h) */
+  _memres_thread.call_record = call_record;
+  return closed;
 }

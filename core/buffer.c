@@ -214,16 +214,27 @@ allocate_done (MemresResource *mr, MemresBuffer *buf, MemresStream stream)
 /* allocate_fast() after a slot call that did not simply succeed (the slot's result @ok and error
  * @local): judged as _memres_resource_call_allocate() judges it. Out of line and given values
  * only, so that the hot path keeps no address across the slot call. A tagged buffer of a stack
- * that can sleep is linked by the caller (link_for_sleep()). */
+ * that can sleep is linked by the caller (link_for_sleep()). Out of memory while buffers wait
+ * for a capture's end (buffer-deferred.c): those whose capture has ended are closed, and the
+ * slot is called again when any was. */
 static G_GNUC_NO_INLINE MemresBuffer *
 allocate_checked (MemresResource *mr, MemresBuffer *buf, gsize size, MemresStream stream,
-                  gboolean ok, GError *local, GError **error)
+                  gboolean tagged, gboolean ok, GError *local, GError **error)
 {
   GError *failure = NULL;
 
-  if (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream, &buf->alloc,
-                                           &failure))
+  while (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream, &buf->alloc,
+                                              &failure))
     {
+      if (g_error_matches (failure, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY)
+          && g_atomic_int_get (&_memres_deferred_closes_) != 0
+          && _memres_buffer_deferred_flush_slow () > 0)
+        {
+          g_clear_error (&failure);
+          g_clear_error (&local);
+          ok = _memres_buffer_slot_allocate (buf, mr, size, stream, tagged, &local);
+          continue;
+        }
       buffer_struct_free (buf);
       _memres_buffer_allocation_failed (mr, size, failure, error);
       return NULL;
@@ -261,7 +272,7 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
   /* the checks of _memres_resource_call_allocate(), on the record the kind filled (with the
    * call record still set: a counted layer takes back a refused record's counts under its tag) */
   if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size))))
-    buf = allocate_checked (mr, buf, size, stream, ok, local, error);
+    buf = allocate_checked (mr, buf, size, stream, tagged, ok, local, error);
   else
     buf = allocate_done (mr, buf, stream);
   _memres_buffer_call_end (tagged);
@@ -303,6 +314,11 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
  * An empty buffer carries the calling thread's tag (memres_buffer_get_tag()), and a tag asleep
  * refuses it as it refuses any allocation. memres_buffer_resize() of it to a size above 0
  * allocates then, counted as an allocation of that size.
+ *
+ * When the kind runs out of memory (%MEMRES_ERROR_OUT_OF_MEMORY) while buffers whose last
+ * reference went during a graph capture wait to be freed (see memres_buffer_unref()), those whose
+ * capture has ended are freed and the allocate slot is called again, once for each time that
+ * frees any.
  *
  * A size above `G_MAXSSIZE` (more than any memory holds) is refused by the core as an empty
  * buffer is made by it: no layer sees the request, so a `log` layer writes no line for it (no
@@ -480,6 +496,7 @@ G_GNUC_NO_INLINE static gboolean
 buffer_close_general (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags,
                       GError **error)
 {
+  _memres_buffer_deferred_flush ();
   /* The only reference: no other thread can close concurrently, so no locked exchange is needed
    * (the allocate+close pair is the hot path). */
   if (__atomic_load_n (&buf->ref, __ATOMIC_ACQUIRE) == 1)
@@ -772,11 +789,12 @@ buffer_unref_general (MemresBuffer *buf)
  * `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`). Since 2.0 such a buffer is neither leaked nor
  * warned about: memres keeps it, still counted as allocated, and closes it on its deallocation
  * stream at the first of these calls, from any thread, that finds the stream's capture ended:
- * memres_buffer_unref() of a buffer that is open or shared, the close of any memory that is not
- * stream-ordered, memres_resource_trim(), memres_resource_unref() and
- * memres_stream_synchronize(). Its resource stays alive until then. The stream must still exist
- * when that happens (as for any close). Before 2.0 the close failed and the buffer leaked with a
- * warning.
+ * memres_buffer_unref() of a buffer that is open or shared, memres_buffer_close() of a shared
+ * buffer or on another stream than the buffer's, memres_resource_trim(),
+ * memres_resource_unref(), memres_stream_synchronize(), and an allocation of any resource that
+ * runs out of memory (which then tries again). Its resource stays alive until then. The stream
+ * must still exist when that happens (as for any close). Before 2.0 the close failed and the
+ * buffer leaked with a warning.
  *
  * Since: 1.0
  */

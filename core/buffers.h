@@ -43,11 +43,12 @@ gboolean _memres_stream_is_capturing (const MemresCudaDriver *drv, MemresStream 
  * (MEMRES_ERROR_NOT_SUPPORTED, the stream capturing): TRUE then, the reference the list's, which
  * @unref (memres_buffer_unref()) drops once the capture has ended.
  * _memres_buffer_deferred_flush(): the memres calls that may close them check the list (one
- * relaxed load while it is empty). */
+ * relaxed load while it is empty); _slow() returns how many it closed (0 inside its own closes
+ * on this thread). Only where nothing is held (see buffer-deferred.c). */
 extern gint _memres_deferred_closes_;
 gboolean _memres_buffer_defer_close (MemresBuffer *buf, const GError *error,
                                      void (*unref) (MemresBuffer *buf));
-void _memres_buffer_deferred_flush_slow (void);
+guint _memres_buffer_deferred_flush_slow (void);
 
 static inline void
 _memres_buffer_deferred_flush (void)

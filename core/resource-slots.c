@@ -317,7 +317,6 @@ _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **
 {
   GError *local = NULL;
 
-  _memres_buffer_deferred_flush ();
   if (memres_cuda_stream_synchronize (_memres_resource_context_device (mr), stream, &local))
     return TRUE;
   if (g_error_matches (local, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
