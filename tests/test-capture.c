@@ -381,7 +381,6 @@ test_unref_deferred_oom (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   g_clear_error (&error);
   mt_close_ok (buf, (MemresStream) other);
-  memres_resource_unref (stats);
   memres_resource_unref (mr);
   mt_stream_free (other);
   fixture_clear (&f);
