@@ -25,8 +25,16 @@ gint _memres_deferred_closes_ = 0;
 /* memres_buffer_unref(), handed over by buffer.c (a call back into buffer.c would make a circle
  * of the core's files, tests/check-call-cycles.sh) */
 static void (*unref_again) (MemresBuffer *buf);
-static GMutex lock;        /* a leaf: held for the array's changes only */
-static GPtrArray *waiting; /* MemresBuffer: open, its one reference this list's */
+static GMutex lock; /* a leaf: held for the array's changes only */
+/* A buffer waiting: open, its one reference the list's. @owner: for one freed on the per-thread
+ * default stream, the thread whose stream that is (only that thread can ask it, or wait for it);
+ * NULL for any other stream. */
+typedef struct
+{
+  MemresBuffer *buf;
+  GThread *owner;
+} Waiting;
+static GArray *waiting; /* Waiting */
 /* this thread is closing the buffers of a flush: a flush inside one of those closes (their
  * unref, their resource's last reference) looks no further */
 static __thread gboolean flushing;
@@ -65,8 +73,9 @@ deallocation_stream_capturing (MemresBuffer *buf)
 }
 
 static void
-waiting_add (MemresBuffer *buf)
+waiting_add (MemresBuffer *buf, GThread *owner)
 {
+  Waiting w = { buf, owner };
   static gsize fork_part_once = 0;
 
   if (g_once_init_enter (&fork_part_once))
@@ -76,8 +85,8 @@ waiting_add (MemresBuffer *buf)
     }
   g_mutex_lock (&lock);
   if (waiting == NULL)
-    waiting = g_ptr_array_new ();
-  g_ptr_array_add (waiting, buf);
+    waiting = g_array_new (FALSE, FALSE, sizeof (Waiting));
+  g_array_append_val (waiting, w);
   g_atomic_int_inc (&_memres_deferred_closes_);
   g_mutex_unlock (&lock);
 }
@@ -109,7 +118,8 @@ _memres_buffer_defer_close (MemresBuffer *buf, const GError *error,
   /* open again, held by the list alone: memres_buffer_unref() closes it later */
   __atomic_store_n (&buf->closed, 0, __ATOMIC_SEQ_CST);
   g_atomic_pointer_set (&unref_again, unref);
-  waiting_add (buf);
+  waiting_add (buf, buf->dealloc_stream == (MemresStream) CU_STREAM_PER_THREAD ? g_thread_self ()
+                                                                               : NULL);
   return TRUE;
 }
 
@@ -133,8 +143,7 @@ guint
 _memres_buffer_deferred_flush_slow (void)
 {
   const MemresAllocation *call_record = _memres_thread.call_record;
-  GArray *streams, *capturing;
-  GPtrArray *ready;
+  GArray *streams, *capturing, *ready;
   guint closed = 0;
 
   if (flushing)
@@ -150,21 +159,23 @@ _memres_buffer_deferred_flush_slow (void)
   capturing = g_array_new (FALSE, FALSE, sizeof (gboolean));
   for (guint i = 0; i < ready->len; i++)
     {
-      MemresBuffer *buf = g_ptr_array_index (ready, i);
+      Waiting *w = &g_array_index (ready, Waiting, i);
 
-      /* still capturing: back in the list; else its last unref again, which closes it (or, when
-       * its stream captures again by now, hands it back to the list) */
-      if (stream_capturing (streams, capturing, buf))
-        waiting_add (buf);
+      /* still capturing, or another thread's per-thread stream: back in the list; else its last
+       * unref again, which closes it (or, when its stream captures again by now, hands it back
+       * to the list) */
+      if ((w->owner != NULL && w->owner != g_thread_self ())
+          || stream_capturing (streams, capturing, w->buf))
+        waiting_add (w->buf, w->owner);
       else
         {
-          g_atomic_pointer_get (&unref_again) (buf);
+          g_atomic_pointer_get (&unref_again) (w->buf);
           closed++;
         }
     }
   g_array_unref (capturing);
   g_array_unref (streams);
-  g_ptr_array_unref (ready);
+  g_array_unref (ready);
   flushing = FALSE;
   /* a tagged buffer's record, when a caller looked from inside its call (tags.h) */
   _memres_thread.call_record = call_record;

@@ -321,6 +321,41 @@ test_unref_deferred_driver_refused (void)
   fixture_clear (&f);
 }
 
+static gpointer
+poke_thread (gpointer data)
+{
+  poke_deferred ();
+  return NULL;
+}
+
+/* A buffer whose last unref was refused on the per-thread default stream: each thread has its
+ * own, so only the thread that dropped it looks at that stream and frees it; a look from another
+ * thread (whose per-thread stream is another stream) keeps it. The fake cannot capture that
+ * stream: its answer is forced. */
+static void
+test_unref_deferred_per_thread (void)
+{
+  MemresResource *mr;
+  Fixture f;
+
+  if (!mt_driver_is_fake ())
+    {
+      g_test_skip ("forces the fake's answer");
+      return;
+    }
+  if (!fixture_init (&f))
+    return;
+  mr = mt_new_ok ("vmm:device=0");
+  mt_fake_fail_call ("cuStreamSynchronize", 1, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  memres_buffer_unref (mt_alloc_ok (mr, 2 * MiB, (MemresStream) CU_STREAM_PER_THREAD));
+  g_thread_join (g_thread_new ("poke", poke_thread, NULL));
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 2 * MiB);
+  poke_deferred ();
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
+  memres_resource_unref (mr);
+  fixture_clear (&f);
+}
+
 static MemresBuffer *
 alloc_tagged (MemresResource *mr, const char *tag, gsize size, CUstream stream)
 {
@@ -441,6 +476,7 @@ main (int argc, char **argv)
   g_test_add_func ("/capture/unref-deferred/resource-unref", test_unref_deferred_resource);
   g_test_add_func ("/capture/unref-deferred/recapture", test_unref_deferred_recapture);
   g_test_add_func ("/capture/unref-deferred/driver-refused", test_unref_deferred_driver_refused);
+  g_test_add_func ("/capture/unref-deferred/per-thread-stream", test_unref_deferred_per_thread);
   g_test_add_func ("/capture/unref-deferred/out-of-memory", test_unref_deferred_oom);
   g_test_add_func ("/capture/unref-deferred/many", test_unref_deferred_many);
   return g_test_run ();
