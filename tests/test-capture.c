@@ -293,34 +293,6 @@ test_unref_deferred_recapture (void)
   fixture_clear (&f);
 }
 
-/* The close of a buffer whose last unref was refused for a capture, when the capture began
- * between memres's look and the wait (the driver's CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED from
- * cuStreamSynchronize; the fake's answer forced, the stream not capturing): kept as well, judged
- * from the error alone, and freed at the next look. It used to warn, wait for the device and,
- * with another capture begun by then, leak the memory. */
-static void
-test_unref_deferred_driver_refused (void)
-{
-  MemresResource *mr;
-  Fixture f;
-
-  if (!mt_driver_is_fake ())
-    {
-      g_test_skip ("forces the fake's answer");
-      return;
-    }
-  if (!fixture_init (&f))
-    return;
-  mr = mt_new_ok ("vmm:device=0");
-  mt_fake_fail_call ("cuStreamSynchronize", 1, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-  memres_buffer_unref (mt_alloc_ok (mr, 2 * MiB, (MemresStream) f.stream));
-  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 2 * MiB);
-  poke_deferred ();
-  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
-  memres_resource_unref (mr);
-  fixture_clear (&f);
-}
-
 static gpointer
 poke_thread (gpointer data)
 {
@@ -328,13 +300,18 @@ poke_thread (gpointer data)
   return NULL;
 }
 
-/* A buffer whose last unref was refused on the per-thread default stream: each thread has its
- * own, so only the thread that dropped it looks at that stream and frees it; a look from another
- * thread (whose per-thread stream is another stream) keeps it. The fake cannot capture that
- * stream: its answer is forced. */
+/* The close of a buffer whose last unref was refused for a capture, when the capture began
+ * between memres's look and the wait (the driver's CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED from
+ * cuStreamSynchronize; the fake's answer forced, the stream not capturing): kept as well, judged
+ * from the error alone, and freed at the next look. It used to warn, wait for the device and,
+ * with another capture begun by then, leak the memory. With @data, on the per-thread default
+ * stream (which the fake cannot capture): each thread has its own, so only the thread that
+ * dropped the buffer looks at that stream and frees it; a look from another thread (whose
+ * per-thread stream is another stream) keeps it. */
 static void
-test_unref_deferred_per_thread (void)
+test_unref_deferred_driver_refused (gconstpointer data)
 {
+  gboolean per_thread = GPOINTER_TO_INT (data);
   MemresResource *mr;
   Fixture f;
 
@@ -347,8 +324,10 @@ test_unref_deferred_per_thread (void)
     return;
   mr = mt_new_ok ("vmm:device=0");
   mt_fake_fail_call ("cuStreamSynchronize", 1, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-  memres_buffer_unref (mt_alloc_ok (mr, 2 * MiB, (MemresStream) CU_STREAM_PER_THREAD));
-  g_thread_join (g_thread_new ("poke", poke_thread, NULL));
+  memres_buffer_unref (mt_alloc_ok (
+      mr, 2 * MiB, per_thread ? (MemresStream) CU_STREAM_PER_THREAD : (MemresStream) f.stream));
+  if (per_thread)
+    g_thread_join (g_thread_new ("poke", poke_thread, NULL));
   g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 2 * MiB);
   poke_deferred ();
   g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
@@ -475,8 +454,10 @@ main (int argc, char **argv)
                         test_unref_deferred);
   g_test_add_func ("/capture/unref-deferred/resource-unref", test_unref_deferred_resource);
   g_test_add_func ("/capture/unref-deferred/recapture", test_unref_deferred_recapture);
-  g_test_add_func ("/capture/unref-deferred/driver-refused", test_unref_deferred_driver_refused);
-  g_test_add_func ("/capture/unref-deferred/per-thread-stream", test_unref_deferred_per_thread);
+  g_test_add_data_func ("/capture/unref-deferred/driver-refused", GINT_TO_POINTER (FALSE),
+                        test_unref_deferred_driver_refused);
+  g_test_add_data_func ("/capture/unref-deferred/per-thread-stream", GINT_TO_POINTER (TRUE),
+                        test_unref_deferred_driver_refused);
   g_test_add_func ("/capture/unref-deferred/out-of-memory", test_unref_deferred_oom);
   g_test_add_func ("/capture/unref-deferred/many", test_unref_deferred_many);
   return g_test_run ();
