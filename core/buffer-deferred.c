@@ -123,27 +123,33 @@ _memres_buffer_defer_close (MemresBuffer *buf, const GError *error,
   return TRUE;
 }
 
-/* The index in @streams (and @capturing, the answers) of @buf's deallocation stream, asked once
- * a flush. */
-static gboolean
-stream_capturing (GArray *streams, GArray *capturing, MemresBuffer *buf)
+/* A stream a flush has asked, and its answer. */
+typedef struct
 {
-  gboolean answer;
+  MemresStream stream;
+  gboolean capturing;
+} Asked;
 
-  for (guint i = 0; i < streams->len; i++)
-    if (g_array_index (streams, MemresStream, i) == buf->dealloc_stream)
-      return g_array_index (capturing, gboolean, i);
-  answer = deallocation_stream_capturing (buf);
-  g_array_append_val (streams, buf->dealloc_stream);
-  g_array_append_val (capturing, answer);
-  return answer;
+/* Whether @buf's deallocation stream is capturing, asked once a flush: the answers so far in
+ * @asked (Asked). */
+static gboolean
+stream_capturing (GArray *asked, MemresBuffer *buf)
+{
+  Asked a = { buf->dealloc_stream, FALSE };
+
+  for (guint i = 0; i < asked->len; i++)
+    if (g_array_index (asked, Asked, i).stream == a.stream)
+      return g_array_index (asked, Asked, i).capturing;
+  a.capturing = deallocation_stream_capturing (buf);
+  g_array_append_val (asked, a);
+  return a.capturing;
 }
 
 guint
 _memres_buffer_deferred_flush_slow (void)
 {
   const MemresAllocation *call_record = _memres_thread.call_record;
-  GArray *streams, *capturing, *ready;
+  GArray *asked, *ready;
   guint closed = 0;
 
   if (flushing)
@@ -155,8 +161,7 @@ _memres_buffer_deferred_flush_slow (void)
   if (ready == NULL)
     return 0;
   flushing = TRUE;
-  streams = g_array_new (FALSE, FALSE, sizeof (MemresStream));
-  capturing = g_array_new (FALSE, FALSE, sizeof (gboolean));
+  asked = g_array_new (FALSE, FALSE, sizeof (Asked));
   for (guint i = 0; i < ready->len; i++)
     {
       Waiting *w = &g_array_index (ready, Waiting, i);
@@ -164,8 +169,7 @@ _memres_buffer_deferred_flush_slow (void)
       /* still capturing, or another thread's per-thread stream: back in the list; else its last
        * unref again, which closes it (or, when its stream captures again by now, hands it back
        * to the list) */
-      if ((w->owner != NULL && w->owner != g_thread_self ())
-          || stream_capturing (streams, capturing, w->buf))
+      if ((w->owner != NULL && w->owner != g_thread_self ()) || stream_capturing (asked, w->buf))
         waiting_add (w->buf, w->owner);
       else
         {
@@ -173,8 +177,7 @@ _memres_buffer_deferred_flush_slow (void)
           closed++;
         }
     }
-  g_array_unref (capturing);
-  g_array_unref (streams);
+  g_array_unref (asked);
   g_array_unref (ready);
   flushing = FALSE;
   /* a tagged buffer's record, when a caller looked from inside its call (tags.h) */

@@ -227,8 +227,7 @@ allocate_checked (MemresResource *mr, MemresBuffer *buf, gsize size, MemresStrea
                                               &failure))
     {
       if (g_error_matches (failure, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY)
-          && g_atomic_int_get (&_memres_deferred_closes_) != 0
-          && _memres_buffer_deferred_flush_slow () > 0)
+          && _memres_buffer_deferred_flush () > 0)
         {
           g_clear_error (&failure);
           g_clear_error (&local);

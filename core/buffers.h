@@ -40,21 +40,23 @@ gboolean _memres_stream_is_capturing (const MemresCudaDriver *drv, MemresStream 
 /* buffer-deferred.c (see there): _memres_buffer_defer_close() takes @buf, open and held by the
  * caller's last reference, whose close on its deallocation stream failed with @error, into the
  * list of buffers closed once their stream's capture has ended, when that is why it failed
- * (MEMRES_ERROR_NOT_SUPPORTED, the stream capturing): TRUE then, the reference the list's, which
- * @unref (memres_buffer_unref()) drops once the capture has ended.
+ * (judged from @error alone: memres's MEMRES_ERROR_NOT_SUPPORTED, or the driver's
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED or _INVALIDATED): TRUE then, the reference the list's,
+ * which @unref (memres_buffer_unref()) drops once the capture has ended.
  * _memres_buffer_deferred_flush(): the memres calls that may close them check the list (one
- * relaxed load while it is empty); _slow() returns how many it closed (0 inside its own closes
- * on this thread). Only where nothing is held (see buffer-deferred.c). */
+ * relaxed load while it is empty) and get how many it closed (0 inside its own closes on this
+ * thread). Only where nothing is held (see buffer-deferred.c). */
 extern gint _memres_deferred_closes_;
 gboolean _memres_buffer_defer_close (MemresBuffer *buf, const GError *error,
                                      void (*unref) (MemresBuffer *buf));
 guint _memres_buffer_deferred_flush_slow (void);
 
-static inline void
+static inline guint
 _memres_buffer_deferred_flush (void)
 {
   if (G_UNLIKELY (__atomic_load_n (&_memres_deferred_closes_, __ATOMIC_RELAXED) != 0))
-    _memres_buffer_deferred_flush_slow ();
+    return _memres_buffer_deferred_flush_slow ();
+  return 0;
 }
 
 /* memres_cuda_push_stream_context() (cuda-helpers.c) with the driver kept in @t->drv, for
