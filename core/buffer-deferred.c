@@ -16,7 +16,8 @@
  * could wait for that lock forever). memres_buffer_unref() of an open or shared buffer, the
  * close of a shared buffer or on another stream, memres_resource_trim(), memres_resource_unref(),
  * memres_stream_synchronize(), and an allocation that failed (buffer.c tries it again when
- * something was freed). Each costs one relaxed load while nothing waits; while buffers wait, one
+ * something was freed); and the end of a thread that left a buffer on its per-thread default
+ * stream (owner_exit()). Each costs one relaxed load while nothing waits; while buffers wait, one
  * cuStreamIsCapturing() per stream they wait on. */
 #include "memres-private.h"
 
@@ -38,6 +39,16 @@ static GArray *waiting; /* Waiting */
 /* this thread is closing the buffers of a flush: a flush inside one of those closes (their
  * unref, their resource's last reference) looks no further */
 static __thread gboolean flushing;
+static guint flush_as (GThread *self);
+/* A thread that left a buffer waiting on its per-thread default stream: set to that thread (the
+ * Waiting's owner), so that the thread's end looks once more at what it left (no other thread
+ * can: they would ask their own per-thread streams). */
+static void
+owner_exit (gpointer owner)
+{
+  flush_as (owner);
+}
+static GPrivate owner_key = G_PRIVATE_INIT (owner_exit);
 
 gboolean
 _memres_stream_is_capturing (const MemresCudaDriver *drv, MemresStream stream)
@@ -118,8 +129,13 @@ _memres_buffer_defer_close (MemresBuffer *buf, const GError *error,
   /* open again, held by the list alone: memres_buffer_unref() closes it later */
   __atomic_store_n (&buf->closed, 0, __ATOMIC_SEQ_CST);
   g_atomic_pointer_set (&unref_again, unref);
-  waiting_add (buf, buf->dealloc_stream == (MemresStream) CU_STREAM_PER_THREAD ? g_thread_self ()
-                                                                               : NULL);
+  if (buf->dealloc_stream == (MemresStream) CU_STREAM_PER_THREAD)
+    {
+      g_private_set (&owner_key, g_thread_self ());
+      waiting_add (buf, g_thread_self ());
+    }
+  else
+    waiting_add (buf, NULL);
   return TRUE;
 }
 
@@ -145,8 +161,9 @@ stream_capturing (GArray *asked, MemresBuffer *buf)
   return a.capturing;
 }
 
-guint
-_memres_buffer_deferred_flush_slow (void)
+/* The look of thread @self (g_thread_self(), or the thread that ends: owner_exit()). */
+static guint
+flush_as (GThread *self)
 {
   const MemresAllocation *call_record = _memres_thread.call_record;
   GArray *asked, *ready;
@@ -169,7 +186,7 @@ _memres_buffer_deferred_flush_slow (void)
       /* still capturing, or another thread's per-thread stream: back in the list; else its last
        * unref again, which closes it (or, when its stream captures again by now, hands it back
        * to the list) */
-      if ((w->owner != NULL && w->owner != g_thread_self ()) || stream_capturing (asked, w->buf))
+      if ((w->owner != NULL && w->owner != self) || stream_capturing (asked, w->buf))
         waiting_add (w->buf, w->owner);
       else
         {
@@ -183,4 +200,10 @@ _memres_buffer_deferred_flush_slow (void)
   /* a tagged buffer's record, when a caller looked from inside its call (tags.h) */
   _memres_thread.call_record = call_record;
   return closed;
+}
+
+guint
+_memres_buffer_deferred_flush_slow (void)
+{
+  return flush_as (g_thread_self ());
 }

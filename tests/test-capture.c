@@ -335,6 +335,37 @@ test_unref_deferred_driver_refused (gconstpointer data)
   fixture_clear (&f);
 }
 
+static gpointer
+drop_on_own_stream (gpointer mr)
+{
+  mt_fake_fail_call ("cuStreamSynchronize", 1, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  memres_buffer_unref (mt_alloc_ok (mr, 2 * MiB, (MemresStream) CU_STREAM_PER_THREAD));
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 2 * MiB);
+  return NULL;
+}
+
+/* A thread whose buffer waits on its per-thread default stream (refused as in
+ * test_unref_deferred_driver_refused()) and that ends without another memres call: its end
+ * frees the buffer, as no other thread can ask that stream. It used to stay allocated until the
+ * process ended. */
+static void
+test_unref_deferred_thread_exit (void)
+{
+  MemresResource *mr;
+
+  if (!mt_driver_is_fake ())
+    {
+      g_test_skip ("forces the fake's answer");
+      return;
+    }
+  mr = mt_new_ok ("vmm:device=0");
+  g_thread_join (g_thread_new ("drop", drop_on_own_stream, mr));
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
+  /* the memory went back to the kind: 2 MiB again, and nothing left to the resource's end */
+  mt_close_ok (mt_alloc_ok (mr, 2 * MiB, MEMRES_STREAM_LEGACY), MEMRES_STREAM_LEGACY);
+  memres_resource_unref (mr);
+}
+
 static MemresBuffer *
 alloc_tagged (MemresResource *mr, const char *tag, gsize size, CUstream stream)
 {
@@ -458,6 +489,7 @@ main (int argc, char **argv)
                         test_unref_deferred_driver_refused);
   g_test_add_data_func ("/capture/unref-deferred/per-thread-stream", GINT_TO_POINTER (TRUE),
                         test_unref_deferred_driver_refused);
+  g_test_add_func ("/capture/unref-deferred/thread-exit", test_unref_deferred_thread_exit);
   g_test_add_func ("/capture/unref-deferred/out-of-memory", test_unref_deferred_oom);
   g_test_add_func ("/capture/unref-deferred/many", test_unref_deferred_many);
   return g_test_run ();
