@@ -1,6 +1,6 @@
 /* memres - CUDA memory resources
- * buffer-deferred.c: whether a stream is capturing a graph, and the buffers whose last reference
- * went while their deallocation stream was capturing, whose memory could not be freed then.
+ * buffer-deferred.c: the buffers whose last reference went while their deallocation stream was
+ * capturing a graph, whose memory could not be freed then.
  *
  * Memory that is not stream-ordered (vmm, `pinned:mode=legacy`, `managed:pool=none`, and any
  * stack on them) is freed only after a wait for the stream (memres_cuda_stream_synchronize()),
@@ -50,16 +50,6 @@ owner_exit (gpointer owner)
 }
 static GPrivate owner_key = G_PRIVATE_INIT (owner_exit);
 
-gboolean
-_memres_stream_is_capturing (const MemresCudaDriver *drv, MemresStream stream)
-{
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-
-  return stream != NULL && stream != MEMRES_STREAM_LEGACY && drv->cuStreamIsCapturing != NULL
-         && drv->cuStreamIsCapturing ((CUstream) stream, &status) == CUDA_SUCCESS
-         && status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 static void
 deferred_fork (MemresResource *unused, MemresForkPhase phase)
 {
@@ -78,7 +68,7 @@ deallocation_stream_capturing (MemresBuffer *buf)
   if (_memres_cuda_driver_if_loaded () == NULL
       || !_memres_stream_context_begin (&ctx, buf->device, buf->dealloc_stream, NULL))
     return FALSE;
-  capturing = _memres_stream_is_capturing (ctx.drv, buf->dealloc_stream);
+  capturing = _memres_stream_is_capturing (buf->dealloc_stream);
   _memres_stream_context_end (&ctx);
   return capturing;
 }

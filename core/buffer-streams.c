@@ -13,7 +13,6 @@ gboolean
 _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **error)
 {
   MemresStream last = buf->dealloc_stream;
-  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
   MemresStreamContext ctx;
   CUevent event = NULL;
   const char *call = "cuStreamGetCtx";
@@ -25,8 +24,7 @@ _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **err
     return TRUE;
   /* Inside a stream capture the graph's own dependencies order a free node: an event recorded
    * outside the capture cannot join it (nor one recorded in it be waited for outside). */
-  if (drv != NULL
-      && (_memres_stream_is_capturing (drv, stream) || _memres_stream_is_capturing (drv, last)))
+  if (_memres_stream_is_capturing (stream) || _memres_stream_is_capturing (last))
     return TRUE;
   /* The event belongs to the context of the stream it is recorded on. One is kept per resource
    * for the next cross-stream close (a wait takes the record as it is when the wait is queued, so

@@ -32,10 +32,6 @@ gboolean _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GEr
 /* buffer-streams.c: waits for all work of the primary context of @buf's device
  * (cuCtxSynchronize()); FALSE when it cannot. */
 gboolean _memres_buffer_wait_device (MemresBuffer *buf);
-/* buffer-deferred.c: whether @stream is capturing a graph (cuStreamIsCapturing(): active, or
- * invalidated and not yet ended); the legacy stream, which cannot capture, is not asked, and a
- * failing query says no. */
-gboolean _memres_stream_is_capturing (const MemresCudaDriver *drv, MemresStream stream);
 
 /* buffer-deferred.c (see there): _memres_buffer_defer_close() takes @buf, open and held by the
  * caller's last reference, whose close on its deallocation stream failed with @error, into the

@@ -500,6 +500,28 @@ memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **e
   return FALSE;
 }
 
+/* cuStreamIsCapturing() of @stream into *@status (NONE when the driver lacks it): the one place
+ * memres reads a stream's capture status. */
+static gboolean
+capture_status (MemresStream stream, CUstreamCaptureStatus *status, GError **error)
+{
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (!ensure_driver (error))
+    return FALSE;
+  return driver.cuStreamIsCapturing == NULL
+         || check_call (driver.cuStreamIsCapturing ((CUstream) stream, status),
+                        "cuStreamIsCapturing", error);
+}
+
+gboolean
+_memres_stream_is_capturing (MemresStream stream)
+{
+  CUstreamCaptureStatus status;
+
+  return stream != NULL && stream != MEMRES_STREAM_LEGACY && capture_status (stream, &status, NULL)
+         && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /**
  * memres_cuda_check_stream_not_capturing:
  * @stream: a CUDA stream
@@ -520,14 +542,9 @@ memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **e
 gboolean
 memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error)
 {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUstreamCaptureStatus status;
 
-  if (!ensure_driver (error))
-    return FALSE;
-  if (driver.cuStreamIsCapturing == NULL)
-    return TRUE;
-  if (!check_call (driver.cuStreamIsCapturing ((CUstream) stream, &status), "cuStreamIsCapturing",
-                   error))
+  if (!capture_status (stream, &status, error))
     return FALSE;
   if (status != CU_STREAM_CAPTURE_STATUS_NONE)
     {

@@ -171,17 +171,17 @@ memres_cuda_push_stream_context (gint device, MemresStream stream, gboolean *pus
   return memres_cuda_push_context (device, pushed, error);
 }
 
-/* Whether @stream captures a graph (cuStreamIsCapturing(): active, or invalidated and not yet
- * ended). The legacy default stream cannot capture and is not asked. A failing query says no:
- * the wait that follows reports the stream's error itself (a destroyed stream's). */
+/* Whether @stream captures a graph: memres_cuda_check_stream_not_capturing() refuses it. The
+ * legacy default stream cannot capture and is not asked. A failing query says no: the wait that
+ * follows reports the stream's error itself (a destroyed stream's). */
 static gboolean
-stream_is_capturing (const MemresCudaDriver *drv, MemresStream stream)
+stream_is_capturing (MemresStream stream)
 {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  g_autoptr (GError) error = NULL;
 
-  return stream != NULL && stream != MEMRES_STREAM_LEGACY && drv->cuStreamIsCapturing != NULL
-         && drv->cuStreamIsCapturing ((CUstream) stream, &status) == CUDA_SUCCESS
-         && status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return stream != NULL && stream != MEMRES_STREAM_LEGACY
+         && !memres_cuda_check_stream_not_capturing (stream, &error)
+         && g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
 }
 
 /**
@@ -221,7 +221,7 @@ memres_cuda_stream_synchronize (gint device, MemresStream stream, GError **error
 
   if (drv == NULL || !memres_cuda_push_stream_context (device, stream, &pushed, error))
     return FALSE;
-  if (stream_is_capturing (drv, stream))
+  if (stream_is_capturing (stream))
     {
       memres_cuda_pop_context (pushed);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,

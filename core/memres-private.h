@@ -47,6 +47,11 @@ G_BEGIN_DECLS
  * process may use it), else NULL: nothing is loaded or initialized by this call, for a check
  * that wants the driver's word only where the driver is in use (buffer-wrap.c). */
 const MemresCudaDriver *_memres_cuda_driver_if_loaded (void);
+/* cuda-driver.c: whether @stream is capturing a graph (cuStreamIsCapturing(), in the current
+ * context: active, or invalidated and not yet ended); the legacy stream, which cannot capture,
+ * is not asked, and a failing query (or no driver) says no. The query of
+ * memres_cuda_check_stream_not_capturing(). */
+gboolean _memres_stream_is_capturing (MemresStream stream);
 
 /* Whether @stream is a default stream: the legacy one (%NULL, %MEMRES_STREAM_LEGACY) or the
  * per-thread one (`CU_STREAM_PER_THREAD`), the current context's, no handle of the caller's. */
