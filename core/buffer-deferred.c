@@ -109,6 +109,8 @@ gboolean
 _memres_buffer_defer_close (MemresBuffer *buf, const GError *error,
                             void (*unref) (MemresBuffer *buf))
 {
+  GThread *owner;
+
   if (buf->mr == NULL || buf->ipc_mapping != NULL || !refused_for_capture (error)
       || (buf->flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED))
              != MEMRES_MEMORY_DEVICE_ACCESSIBLE)
@@ -119,13 +121,10 @@ _memres_buffer_defer_close (MemresBuffer *buf, const GError *error,
   /* open again, held by the list alone: memres_buffer_unref() closes it later */
   __atomic_store_n (&buf->closed, 0, __ATOMIC_SEQ_CST);
   g_atomic_pointer_set (&unref_again, unref);
-  if (buf->dealloc_stream == (MemresStream) CU_STREAM_PER_THREAD)
-    {
-      g_private_set (&owner_key, g_thread_self ());
-      waiting_add (buf, g_thread_self ());
-    }
-  else
-    waiting_add (buf, NULL);
+  owner = buf->dealloc_stream == (MemresStream) CU_STREAM_PER_THREAD ? g_thread_self () : NULL;
+  if (owner != NULL)
+    g_private_set (&owner_key, owner);
+  waiting_add (buf, owner);
   return TRUE;
 }
 
